@@ -1,0 +1,235 @@
+"""The immutable snapshot the pure core decides on, and the plan it returns.
+
+The shell builds these from the informers' caches; the core never sees a raw API object or a
+clock -- ``now`` (seconds since the epoch) is an input. Everything is frozen so that a snapshot can
+be shared between a planning pass and the status writer without copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeAlias
+
+# name -> exact integer amount (milli-CPU, bytes, counts); see shared.quantities.
+Resources: TypeAlias = Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class GangKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""  # empty key with operator Exists tolerates everything
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node-selector requirement of required node affinity."""
+
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+# Terms are ORed, requirements inside a term are ANDed (as in the API).
+NodeSelectorTerm: TypeAlias = tuple[Requirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: Resources  # includes "pods"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False  # cordoned
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A slim pod record: only what placement, ordering and status need."""
+
+    uid: str
+    namespace: str
+    name: str
+    # Effective request (max of init containers vs. sum of containers + sidecars, + overhead).
+    requests: Resources
+    priority: int = 0
+    created: float = 0.0  # creationTimestamp, seconds since the epoch
+    phase: str = "Pending"  # Pending | Running | Succeeded | Failed | Unknown
+    node_name: str | None = None  # bound when set
+    nominated_node: str | None = None  # the scheduler's nomination (status.nominatedNodeName)
+    gated: bool = False  # carries the phalanx.io/gang gate
+    foreign_gates: tuple[str, ...] = ()  # gates of other systems: never touched, block admission
+    terminating: bool = False
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_affinity: tuple[NodeSelectorTerm, ...] = ()  # empty: no required node affinity
+    tolerations: tuple[Toleration, ...] = ()
+    # Why the core cannot model this pod's constraints (inter-pod affinity, topology spread), or None.
+    unmodelled: str | None = None
+    group: str | None = None  # canonical PodGroup name (same namespace), None for non-gang pods
+    owner: OwnerRef | None = None  # controlling owner (Job, StatefulSet, MPIJob, ...)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    started: float | None = None  # status.startTime (for the minimum runtime before preemption)
+    # "namespace/name" of a PodDisruptionBudget that selects this pod, if any.
+    disruption_budget: str | None = None
+    preemptible: bool = True  # False with phalanx.io/preemptible: "false" (label or annotation)
+
+    @property
+    def bound(self) -> bool:
+        return self.node_name is not None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def holds_capacity(self) -> bool:
+        """Does this pod occupy room on a node now (bound, or nominated, and not finished)?"""
+        return not self.finished and (self.node_name is not None or self.nominated_node is not None)
+
+
+class Placement(StrEnum):
+    PINNED = "pinned"  # each member gets nodeSelector kubernetes.io/hostname=<planned node>
+    FREE = "free"  # gates lifted, the scheduler chooses (the plan still proved a fit exists)
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A PodGroup and its member pods, as the core sees them."""
+
+    key: GangKey
+    min_member: int
+    members: tuple[Pod, ...]
+    max_member: int | None = None  # elastic: admit beyond min up to max when room allows
+    priority: int = 0
+    created: float = 0.0  # PodGroup creation, or the first member's, seconds since the epoch
+    schedule_timeout: float | None = None  # seconds from `created`; None: no timeout
+    placement: Placement = Placement.PINNED
+    preemptible: bool = True
+    preemption_policy: str = "PreemptLowerPriority"  # or "Never" (from the PriorityClass)
+    # Members the gang's workload can ever create (None: unknown); minMember above it is invalid.
+    creatable: int | None = None
+    # Already admitted by Phalanx and recorded on the PodGroup: pod uid -> planned node (None: free).
+    admitted: Mapping[str, str | None] = field(default_factory=dict)
+    admitted_at: float | None = None
+    parent: str | None = None  # parentPodGroup (KAI): admitted only together with its siblings
+    queue: str | None = None
+    # Room held for this gang while its preemption victims terminate: pod uid -> node.
+    held: Mapping[str, str | None] = field(default_factory=dict)
+    held_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a planning pass reads. Identical snapshots give identical plans."""
+
+    nodes: tuple[Node, ...]
+    # Every pod the cluster knows (all namespaces): bound ones hold capacity whoever owns them.
+    pods: tuple[Pod, ...]
+    gangs: tuple[Gang, ...]
+    now: float
+    # Namespaces labelled phalanx.io/gang-scheduling=enabled: their non-gang pods may be preempted.
+    opted_in_namespaces: frozenset[str] = frozenset()
+    # PodDisruptionBudget "namespace/name" -> status.disruptionsAllowed.
+    disruptions_allowed: Mapping[str, int] = field(default_factory=dict)
+
+
+# ---- the plan -------------------------------------------------------------------------------
+
+
+class Reason(StrEnum):
+    """PascalCase words written to PodGroup conditions and Events."""
+
+    ADMITTED = "Admitted"
+    WAITING_FOR_MEMBERS = "WaitingForMembers"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    UNSCHEDULABLE = "Unschedulable"  # no node could ever host a member (empty cluster too small)
+    FOREIGN_GATES = "ForeignGates"
+    WAITING_FOR_PARENT = "WaitingForSiblings"
+    RESERVED = "Reserved"  # holds a starvation reservation
+    BLOCKED_BY_RESERVATION = "BlockedByReservation"
+    PREEMPTING = "Preempting"
+    SCHEDULING_TIMEOUT = "SchedulingTimeout"
+    INVALID_SPEC = "InvalidSpec"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    gang: GangKey
+    # pod uid -> node the simulation chose (None: placed without a pin, see `notes`).
+    placement: Mapping[str, str | None]
+    message: str
+    notes: tuple[str, ...] = ()  # e.g. "web-0: inter-pod affinity not modelled, placed without a pin"
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    gang: GangKey
+    reason: Reason
+    message: str  # what is missing, for a person
+    timed_out: bool = False  # schedule timeout passed (PodGroup turns Failed/SchedulingTimeout)
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    gang: GangKey
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    gang: GangKey | None  # None for a non-gang pod
+    pods: tuple[str, ...]  # pod uids to evict
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    gang: GangKey  # the preemptor
+    victims: tuple[Victim, ...]
+    # Room held for the preemptor until the victims are gone: pod uid -> node.
+    placement: Mapping[str, str | None]
+    message: str
+
+
+Decision: TypeAlias = Admit | Wait | Reject | Preempt
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    decisions: tuple[Decision, ...]
+
+    def for_gang(self, key: GangKey) -> Decision | None:
+        for decision in self.decisions:
+            if decision.gang == key:
+                return decision
+        return None

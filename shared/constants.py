@@ -1,0 +1,57 @@
+"""The public names of Phalanx (DESIGN.md §1). Tests, docs and users rely on them."""
+
+from typing import Final
+
+DOMAIN: Final = "phalanx.io"
+
+# Opt-in: a namespace labelled with this key and value is gang-scheduled.
+OPT_IN_LABEL: Final = "phalanx.io/gang-scheduling"
+OPT_IN_VALUE: Final = "enabled"
+
+# The only scheduling gate Phalanx ever adds or removes.
+GATE: Final = "phalanx.io/gang"
+
+# Canonical pod -> PodGroup link, written by the webhook.
+POD_GROUP_LABEL: Final = "phalanx.io/pod-group"
+
+# Per-object opt-out, as label or annotation, value "true".
+SKIP: Final = "phalanx.io/skip"
+
+# Workload annotations that override what is inferred.
+MIN_MEMBER_ANNOTATION: Final = "phalanx.io/min-member"
+SCHEDULE_TIMEOUT_ANNOTATION: Final = "phalanx.io/schedule-timeout-seconds"
+PLACEMENT_ANNOTATION: Final = "phalanx.io/placement"
+PLACEMENT_PINNED: Final = "pinned"
+PLACEMENT_FREE: Final = "free"
+# Marks a gang (label or annotation) that preemption must never evict.
+PREEMPTIBLE: Final = "phalanx.io/preemptible"
+
+# Written by the webhook on pod templates so the controller knows the inferred gang size and
+# where it came from, without re-reading the workload.
+INFERRED_MIN_MEMBER_ANNOTATION: Final = "phalanx.io/inferred-min-member"
+# Recorded by the controller on the PodGroup before any gate is lifted (crash-safe admission).
+ADMISSION_ANNOTATION: Final = "phalanx.io/admission"
+
+# PodGroup CRD (primary group, as used by Coscheduling tutorials and Alibaba ACS).
+PODGROUP_GROUP: Final = "scheduling.sigs.k8s.io"
+PODGROUP_VERSION: Final = "v1alpha1"
+PODGROUP_PLURAL: Final = "podgroups"
+PODGROUP_KIND: Final = "PodGroup"
+
+# Accepted pod -> group links (normalised by the webhook to POD_GROUP_LABEL), in precedence order.
+COSCHEDULING_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/name"
+COSCHEDULING_MIN_AVAILABLE_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/min-available"
+ACS_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
+SCHEDULER_PLUGINS_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+KAI_ANNOTATION: Final = "scheduling.run.ai/pod-group"
+VOLCANO_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+
+GROUP_LINK_LABELS: Final = (POD_GROUP_LABEL, COSCHEDULING_LABEL, ACS_LABEL, SCHEDULER_PLUGINS_LABEL)
+GROUP_LINK_ANNOTATIONS: Final = (KAI_ANNOTATION, VOLCANO_ANNOTATION)
+
+# Schedulers of gang systems that are usually not installed next to Phalanx.
+DEFAULT_FOREIGN_GANG_SCHEDULERS: Final = ("scheduler-plugins-scheduler", "kai-scheduler", "volcano")
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"

@@ -1,0 +1,71 @@
+"""Which PodGroup an object (pod or pod template) belongs to, from any accepted link form.
+
+Both the webhook (to write the canonical label) and the controller (to group pods) use this, so
+the precedence below is defined exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shared import constants as c
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLink:
+    """A resolved link: the PodGroup's name and the key it was read from (for messages)."""
+
+    name: str
+    source: str
+    # The lightweight Coscheduling form carries the gang size on the pod itself.
+    min_available: int | None = None
+
+
+def workload_group_name(workload: str, pod_group: str) -> str:
+    """The PodGroup Phalanx keeps for one podGroup of a native Workload (1.35 ``spec.workloadRef``)."""
+    return f"{workload}-{pod_group}"
+
+
+def _positive_int(value: object) -> int | None:
+    try:
+        number = int(str(value))
+    except ValueError:
+        return None
+    return number if number >= 1 else None
+
+
+def resolve(
+    labels: Mapping[str, str] | None,
+    annotations: Mapping[str, str] | None,
+    spec: Mapping[str, object] | None = None,
+) -> GroupLink | None:
+    """The group link of an object, or None. The canonical label wins, then the foreign forms."""
+    labels = labels or {}
+    annotations = annotations or {}
+    for key in c.GROUP_LINK_LABELS:
+        value = labels.get(key)
+        if isinstance(value, str) and value:
+            min_available = None
+            if key == c.COSCHEDULING_LABEL:
+                min_available = _positive_int(labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL))
+            return GroupLink(value, f"label {key}", min_available)
+    for key in c.GROUP_LINK_ANNOTATIONS:
+        value = annotations.get(key)
+        if isinstance(value, str) and value:
+            return GroupLink(value, f"annotation {key}")
+    ref = (spec or {}).get("workloadRef")
+    if isinstance(ref, Mapping):
+        workload, pod_group = ref.get("name"), ref.get("podGroup")
+        if isinstance(workload, str) and workload and isinstance(pod_group, str) and pod_group:
+            return GroupLink(workload_group_name(workload, pod_group), "spec.workloadRef")
+    return None
+
+
+def is_truthy(value: object) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "true"
+
+
+def skipped(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> bool:
+    """True when the object opted out with ``phalanx.io/skip: "true"`` (label or annotation)."""
+    return is_truthy((labels or {}).get(c.SKIP)) or is_truthy((annotations or {}).get(c.SKIP))

@@ -1,0 +1,47 @@
+"""Command line: ``python -m tests.localcluster up|down|status|build``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tests.localcluster.binaries import ensure_binaries
+from tests.localcluster.cluster import ClusterConfig, LocalCluster
+from tests.localcluster.fleet import FleetSpec
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.localcluster", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status", "build"])
+    parser.add_argument("--name", default="phalanx")
+    parser.add_argument("--gpu-nodes", type=int, default=8)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--cpu-nodes", type=int, default=2)
+    parser.add_argument("--scheduler-qps", type=int, default=50)
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(ensure_binaries())
+        return 0
+    fleet = FleetSpec(gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node, cpu_nodes=args.cpu_nodes)
+    cluster = LocalCluster(
+        ClusterConfig(
+            name=args.name,
+            fleet=fleet,
+            scheduler_qps=args.scheduler_qps,
+            scheduler_burst=2 * args.scheduler_qps,
+        )
+    )
+    if args.command == "up":
+        cluster.up()
+        print(f"export KUBECONFIG={cluster.kubeconfig}")
+    elif args.command == "down":
+        cluster.down()
+    else:
+        json.dump(cluster.status(), sys.stdout, indent=2)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Find (and if needed build) the cached control-plane binaries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
+REQUIRED = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "etcd",
+    "kwok",
+    "kwokctl",
+)
+
+
+def ensure_binaries(quiet: bool = False) -> Path:
+    """Run the idempotent build script and return the directory holding every binary.
+
+    Warm, the script only checks the cache (well under a second); cold, it streams its progress
+    to stderr so a half-hour build is never silent.
+    """
+    override = os.environ.get("PHALANX_BIN_DIR")
+    if override:
+        bin_dir = Path(override)
+    else:
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL if quiet else sys.stderr,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"building the control-plane binaries failed (exit {result.returncode})")
+        bin_dir = Path(result.stdout.strip().splitlines()[-1])
+    missing = [name for name in REQUIRED if not (bin_dir / name).is_file()]
+    if missing:
+        raise RuntimeError(f"{bin_dir} lacks {', '.join(missing)}; run {BUILD_SCRIPT}")
+    return bin_dir

@@ -1,0 +1,288 @@
+"""Start, check and stop a local control plane with fake GPU nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.localcluster import procs
+from tests.localcluster.binaries import ensure_binaries
+from tests.localcluster.fleet import FleetSpec, node_manifests
+from tests.localcluster.stages import stage_documents
+
+REPO = Path(__file__).resolve().parents[2]
+K8S_VERSION = "v1.35.4"
+# The 1.35 Workload API is served; the scheduler's own gang plugin (gate GangScheduling) is not on.
+FEATURE_GATES = "GenericWorkload=true"
+RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha1=true"
+
+
+def _log(message: str) -> None:
+    print(f"[localcluster {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class ClusterConfig:
+    name: str = "phalanx"
+    # Everything the cluster writes (kwokctl workdir, kubeconfig, component logs) lives here.
+    workdir: Path = field(
+        default_factory=lambda: Path(os.environ.get("PHALANX_CLUSTER_DIR", REPO / ".local"))
+    )
+    fleet: FleetSpec = field(default_factory=FleetSpec)
+    scheduler_qps: int = 50  # kube-scheduler's own default; raise for throughput benchmarks
+    scheduler_burst: int = 100
+    ready_timeout: float = 120.0
+
+
+class LocalCluster:
+    """A kwokctl-managed control plane. ``up()`` returns only when it is usable end to end."""
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.config = config or ClusterConfig()
+        self.bin_dir: Path | None = None
+        self.timings: dict[str, float] = {}
+
+    # ---- paths ---------------------------------------------------------------------------------
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.config.workdir / "kwok"
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.kwok_workdir / "clusters" / self.config.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.config.workdir / "kubeconfig"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.cluster_dir / "logs"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KWOK_WORKDIR"] = str(self.kwok_workdir)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        assert self.bin_dir is not None
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    # ---- commands ------------------------------------------------------------------------------
+    def _bin(self, name: str) -> str:
+        if self.bin_dir is None:
+            self.bin_dir = ensure_binaries(quiet=True)
+        return str(self.bin_dir / name)
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [self._bin("kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
+        result = subprocess.run(
+            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
+            )
+        return result
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def apply_objects(self, objects: list[dict[str, Any]], *extra: str) -> None:
+        self.kubectl(
+            "apply",
+            "--server-side",
+            *extra,
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        )
+
+    def _kwokctl(
+        self, *args: str, check: bool = True, timeout: float = 300.0
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [self._bin("kwokctl"), "--name", self.config.name, *args]
+        result = subprocess.run(
+            cmd, env=self._env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"kwokctl {' '.join(args)} failed ({result.returncode}):\n{result.stderr[-3000:]}"
+            )
+        return result
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    def _config_yaml(self) -> str:
+        assert self.bin_dir is not None
+        b = self.bin_dir
+        options = {
+            "runtime": "binary",
+            "kubeVersion": K8S_VERSION,
+            "kubeApiserverBinary": str(b / "kube-apiserver"),
+            "kubeControllerManagerBinary": str(b / "kube-controller-manager"),
+            "kubeSchedulerBinary": str(b / "kube-scheduler"),
+            "kubectlBinary": str(b / "kubectl"),
+            "etcdBinary": str(b / "etcd"),
+            "kwokControllerBinary": str(b / "kwok"),
+            "bindAddress": "127.0.0.1",
+            "securePort": True,
+            "kubeAuthorization": True,
+            "kubeAdmission": True,
+            "kubeFeatureGates": FEATURE_GATES,
+            "kubeRuntimeConfig": RUNTIME_CONFIG,
+            "nodeLeaseDurationSeconds": 40,
+        }
+        config = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": options,
+            "componentsPatches": [
+                {
+                    "name": "kube-scheduler",
+                    "extraArgs": [
+                        {"key": "kube-api-qps", "value": str(self.config.scheduler_qps)},
+                        {"key": "kube-api-burst", "value": str(self.config.scheduler_burst)},
+                    ],
+                },
+                {
+                    "name": "etcd",
+                    "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
+                },
+            ],
+        }
+        docs = [json.dumps(config), *stage_documents(b)]
+        return "\n---\n".join(docs)
+
+    def up(self) -> LocalCluster:
+        """Start the cluster (replacing a stale one of the same name) and wait until it is usable."""
+        started = time.monotonic()
+        self.bin_dir = ensure_binaries()
+        self.timings["binaries"] = time.monotonic() - started
+        self.config.workdir.mkdir(parents=True, exist_ok=True)
+        self.down(quiet=True)
+        config_path = self.config.workdir / "kwokctl.yaml"
+        config_path.write_text(self._config_yaml())
+        _log(f"starting control plane {K8S_VERSION} (logs: {self.logs_dir})")
+        t0 = time.monotonic()
+        try:
+            self._kwokctl(
+                "create",
+                "cluster",
+                "--runtime",
+                "binary",
+                "--config",
+                str(config_path),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--wait",
+                f"{int(self.config.ready_timeout)}s",
+            )
+            self.timings["control_plane"] = time.monotonic() - t0
+            self._wait_ready()
+        except BaseException:
+            _log(f"cluster failed to start; component logs are in {self.logs_dir}")
+            self.down(quiet=True)
+            raise
+        self.timings["total"] = time.monotonic() - started
+        _log(
+            f"cluster ready in {self.timings['total'] - self.timings['binaries']:.1f}s "
+            f"({self.config.fleet.gpu_nodes} GPU nodes × {self.config.fleet.gpus_per_node} GPUs, "
+            f"{self.config.fleet.cpu_nodes} CPU nodes); kubeconfig: {self.kubeconfig}"
+        )
+        return self
+
+    def _poll(self, what: str, check: Any, timeout: float, interval: float = 0.25) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                if check():
+                    return
+            except Exception as err:  # keep polling; report the last error on timeout
+                last = err
+            time.sleep(interval)
+        raise TimeoutError(
+            f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last}" if last else "")
+        )
+
+    def _wait_ready(self) -> None:
+        t0 = time.monotonic()
+        self._poll(
+            "the apiserver's /readyz",
+            lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+            60,
+        )
+        self.apply_objects(node_manifests(self.config.fleet))
+        expected = self.config.fleet.gpu_nodes + self.config.fleet.cpu_nodes
+
+        def nodes_ready() -> bool:
+            items = self.kubectl_json("get", "nodes")["items"]
+            ready = [
+                n
+                for n in items
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in n.get("status", {}).get("conditions", [])
+                )
+            ]
+            return len(ready) >= expected
+
+        self._poll(f"{expected} nodes to be Ready", nodes_ready, self.config.ready_timeout, 0.5)
+        self.timings["nodes"] = time.monotonic() - t0
+        # Pods in a new namespace are refused until its default ServiceAccount exists.
+        probe = f"phalanx-probe-{uuid.uuid4().hex[:6]}"
+        self.kubectl("create", "namespace", probe)
+        self._poll(
+            "the default ServiceAccount",
+            lambda: self.kubectl("get", "sa", "default", "-n", probe, check=False).returncode == 0,
+            60,
+        )
+        self.kubectl("delete", "namespace", probe, "--wait=false")
+        self.timings["ready"] = time.monotonic() - t0
+
+    def pids(self) -> dict[str, int]:
+        return procs.read_pids(self.cluster_dir / "pids")
+
+    def down(self, quiet: bool = False) -> None:
+        """Stop every process of the cluster; logs stay in ``logs_dir`` (copied aside if deleted)."""
+        pids = list(self.pids().values())
+        if not pids and not self.cluster_dir.exists():
+            return
+        if self.logs_dir.is_dir():
+            keep = self.config.workdir / "last-logs"
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(self.logs_dir, keep, dirs_exist_ok=True)
+        if self.bin_dir is None:
+            try:
+                self.bin_dir = ensure_binaries(quiet=True)
+            except RuntimeError:
+                self.bin_dir = None
+        if self.bin_dir is not None:
+            result = self._kwokctl(
+                "delete", "cluster", "--kubeconfig", str(self.kubeconfig), check=False, timeout=120
+            )
+            if result.returncode != 0 and not quiet:
+                _log(f"kwokctl delete cluster: {result.stderr.strip()[-500:]}")
+        procs.terminate(pids)
+        if not quiet:
+            _log(f"cluster stopped; component logs kept in {self.config.workdir / 'last-logs'}")
+
+    def status(self) -> dict[str, Any]:
+        pids = self.pids()
+        return {
+            "name": self.config.name,
+            "kubeconfig": str(self.kubeconfig),
+            "logs": str(self.logs_dir),
+            "components": {
+                name: {"pid": pid, "alive": procs.alive(pid)} for name, pid in sorted(pids.items())
+            },
+        }

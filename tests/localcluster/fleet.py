@@ -1,0 +1,87 @@
+"""The fake nodes: GPU nodes spread over racks and zones, and a few CPU-only nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# kwok manages nodes carrying this annotation (kwokctl's default selector).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    gpu_nodes: int = 8
+    gpus_per_node: int = 8
+    cpu_nodes: int = 2
+    nodes_per_rack: int = 2
+    racks_per_zone: int = 2
+    gpu_node_cpu: str = "64"
+    gpu_node_memory: str = "512Gi"
+    cpu_node_cpu: str = "32"
+    cpu_node_memory: str = "128Gi"
+    max_pods: int = 110
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpu_nodes * self.gpus_per_node
+
+
+def _node(name: str, labels: dict[str, str], capacity: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/role": "agent",
+                "type": "kwok",
+                **labels,
+            },
+        },
+        "spec": {},
+        "status": {"allocatable": capacity, "capacity": capacity},
+    }
+
+
+def gpu_node_name(index: int) -> str:
+    return f"gpu-node-{index:03d}"
+
+
+def node_manifests(spec: FleetSpec) -> list[dict[str, Any]]:
+    nodes = []
+    for i in range(spec.gpu_nodes):
+        rack = i // spec.nodes_per_rack
+        zone = rack // spec.racks_per_zone
+        nodes.append(
+            _node(
+                gpu_node_name(i),
+                {
+                    "nvidia.com/gpu.present": "true",
+                    "nvidia.com/gpu.product": GPU_PRODUCT,
+                    "nvidia.com/gpu.count": str(spec.gpus_per_node),
+                    "topology.kubernetes.io/zone": f"zone-{chr(ord('a') + zone % 26)}",
+                    "topology.kubernetes.io/rack": f"rack-{rack:02d}",
+                },
+                {
+                    "cpu": spec.gpu_node_cpu,
+                    "memory": spec.gpu_node_memory,
+                    "pods": str(spec.max_pods),
+                    "nvidia.com/gpu": str(spec.gpus_per_node),
+                },
+            )
+        )
+    for i in range(spec.cpu_nodes):
+        nodes.append(
+            _node(
+                f"cpu-node-{i:03d}",
+                {"topology.kubernetes.io/zone": "zone-a", "topology.kubernetes.io/rack": "rack-cpu"},
+                {"cpu": spec.cpu_node_cpu, "memory": spec.cpu_node_memory, "pods": str(spec.max_pods)},
+            )
+        )
+    return nodes
