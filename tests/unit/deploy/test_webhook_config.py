@@ -1,0 +1,68 @@
+"""The MutatingWebhookConfiguration in deploy/base: safe defaults that match the public contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared import constants
+
+from .manifests import DEPLOY, load, named
+
+EXPECTED_RULES = {
+    "workloads.phalanx.io": {
+        ("batch", "v1", "jobs"),
+        ("apps", "v1", "statefulsets"),
+        ("kubeflow.org", "v2beta1", "mpijobs"),
+    },
+    "pods.phalanx.io": {("", "v1", "pods")},
+}
+
+
+def _webhooks() -> dict[str, dict[str, Any]]:
+    config = named(
+        load(DEPLOY / "base/webhook-config.yaml"), "MutatingWebhookConfiguration", "phalanx-webhook"
+    )
+    return {hook["name"]: hook for hook in config["webhooks"]}
+
+
+def test_exactly_the_two_webhooks() -> None:
+    assert set(_webhooks()) == set(EXPECTED_RULES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_RULES))
+def test_webhook_is_create_only_fail_closed_and_opt_in(name: str) -> None:
+    hook = _webhooks()[name]
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["sideEffects"] == "None"
+    assert hook["timeoutSeconds"] <= 5
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert {op for rule in hook["rules"] for op in rule["operations"]} == {"CREATE"}
+    assert hook["namespaceSelector"] == {"matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE}}
+    assert hook["objectSelector"] == {
+        "matchExpressions": [{"key": constants.SKIP, "operator": "NotIn", "values": ["true"]}]
+    }
+    assert hook["clientConfig"]["service"] == {
+        "name": "phalanx-webhook",
+        "namespace": "phalanx-system",
+        "path": "/mutate",
+        "port": 443,
+    }
+    assert "caBundle" not in hook["clientConfig"]  # injected at install time, never committed
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_RULES))
+def test_webhook_rules(name: str) -> None:
+    rules = {
+        (group, version, resource)
+        for rule in _webhooks()[name]["rules"]
+        for group in rule["apiGroups"]
+        for version in rule["apiVersions"]
+        for resource in rule["resources"]
+    }
+    assert rules == EXPECTED_RULES[name]
+
+
+def test_pods_are_reinvoked_when_later_webhooks_mutate_them() -> None:
+    assert _webhooks()["pods.phalanx.io"]["reinvocationPolicy"] == "IfNeeded"
