@@ -35,6 +35,16 @@ def _positive_int(value: object) -> int | None:
     return number if number >= 1 else None
 
 
+def declared_min_available(labels: Mapping[str, str] | None) -> int | None:
+    """The gang size declared by the lightweight Coscheduling label, whichever link names the group.
+
+    Once the webhook has added the canonical label, ``resolve`` reports that link instead, so
+    readers of the size must not depend on which link won.
+    """
+    value = (labels or {}).get(c.COSCHEDULING_MIN_AVAILABLE_LABEL)
+    return None if value is None else _positive_int(value)
+
+
 def resolve(
     labels: Mapping[str, str] | None,
     annotations: Mapping[str, str] | None,

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.localcluster import LocalCluster, procs
+from tests.localcluster.fleet import FleetSpec, node_manifests
+from tests.localcluster.phalanx import Phalanx
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +50,59 @@ def _namespace(cluster: LocalCluster, prefix: str, labels: dict[str, str]) -> It
 def namespace(cluster: LocalCluster) -> Iterator[str]:
     """A fresh namespace that is NOT opted in to gang scheduling."""
     yield from _namespace(cluster, "plain", {})
+
+
+@pytest.fixture(scope="session")
+def phalanx(cluster: LocalCluster) -> Iterator[Phalanx]:
+    """Phalanx installed from deploy/local, webhook (real TLS) and controller (own SA token) running."""
+    running = Phalanx(cluster)
+    try:
+        running.up()
+        yield running
+    finally:
+        running.down()
+
+
+@pytest.fixture
+def gang_namespace(cluster: LocalCluster, phalanx: Phalanx) -> Iterator[str]:
+    """A fresh namespace opted in with phalanx.io/gang-scheduling=enabled."""
+    yield from _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"})
+
+
+class NodePool:
+    """Fake GPU nodes that only one test uses, so its capacity arithmetic is exact."""
+
+    LABEL = "e2e.phalanx.io/pool"
+
+    def __init__(self, cluster: LocalCluster, name: str) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.nodes: list[str] = []
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return {self.LABEL: self.name}
+
+    def add(self, count: int, gpus: int = 8) -> list[str]:
+        start = len(self.nodes)
+        manifests = node_manifests(FleetSpec(gpu_nodes=count, gpus_per_node=gpus, cpu_nodes=0))
+        for i, node in enumerate(manifests):
+            node["metadata"]["name"] = name = f"{self.name}-{start + i}"
+            node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+            node["metadata"]["labels"][self.LABEL] = self.name
+            self.nodes.append(name)
+        self.cluster.apply_objects(manifests)
+        for name in self.nodes[start:]:
+            self.cluster.kubectl("wait", "--for=condition=Ready", f"node/{name}", "--timeout=30s")
+        return self.nodes[start:]
+
+    def delete(self) -> None:
+        if self.nodes:
+            self.cluster.kubectl("delete", "node", *self.nodes, "--wait=false", check=False)
+
+
+@pytest.fixture
+def pool(cluster: LocalCluster) -> Iterator[NodePool]:
+    nodes = NodePool(cluster, f"pool-{uuid.uuid4().hex[:6]}")
+    yield nodes
+    nodes.delete()

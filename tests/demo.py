@@ -1,6 +1,10 @@
-"""`make demo`: a local cluster with fake GPU nodes and the gate mechanism Phalanx builds on.
+"""`make demo`: Phalanx on a local cluster, three gangs competing for 8 GPUs.
 
-Run with ``--keep`` to leave the cluster running afterwards (``make cluster-down`` stops it).
+A real control plane with two fake 4-GPU nodes, Phalanx's webhook and controller running against
+it (installed from deploy/local), and an opted-in namespace where three ordinary Jobs are applied:
+two that need 5 GPUs each and one that needs 8. Without gang scheduling the first two would split
+the 8 GPUs and deadlock; with Phalanx exactly one gang runs at a time, whole, and the table shows
+why the others wait. Run with ``--keep`` to leave everything running afterwards.
 """
 
 from __future__ import annotations
@@ -9,89 +13,125 @@ import argparse
 import json
 import sys
 import time
+from typing import Any
 
-from tests.localcluster import LocalCluster
+from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
+from tests.localcluster.phalanx import Phalanx
 
-
-def _table(cluster: LocalCluster) -> None:
-    print(
-        cluster.kubectl(
-            "get",
-            "nodes",
-            "-L",
-            "nvidia.com/gpu.product,topology.kubernetes.io/zone,topology.kubernetes.io/rack",
-            "-o",
-            "custom-columns=NODE:.metadata.name,GPUS:.status.allocatable.nvidia\\.com/gpu,"
-            "CPU:.status.allocatable.cpu,MEMORY:.status.allocatable.memory,"
-            "ZONE:.metadata.labels.topology\\.kubernetes\\.io/zone,RACK:.metadata.labels.topology\\.kubernetes\\.io/rack",
-        ).stdout
-    )
+NAMESPACE = "ml-team"
 
 
-def _pod_line(cluster: LocalCluster, ns: str, name: str) -> str:
-    pod = cluster.kubectl_json("get", "pod", name, "-n", ns)
-    scheduled = next((c for c in pod["status"].get("conditions", []) if c["type"] == "PodScheduled"), {})
-    return (
-        f"  {name}: phase={pod['status'].get('phase')} node={pod['spec'].get('nodeName') or '-'} "
-        f"gates={[g['name'] for g in pod['spec'].get('schedulingGates', [])]} "
-        f"PodScheduled={scheduled.get('status', '-')}/{scheduled.get('reason', '-')}"
-    )
+def job(name: str, pods: int, run_for: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "template": {
+                "metadata": {"annotations": {"kwok.phalanx.io/run-for": run_for}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "trainer",
+                            "image": "pytorch",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def table(cluster: LocalCluster) -> tuple[str, bool]:
+    groups = cluster.kubectl_json("get", "podgroups.scheduling.sigs.k8s.io", "-n", NAMESPACE)["items"]
+    pods = cluster.kubectl_json("get", "pods", "-n", NAMESPACE)["items"]
+    lines = [f"{'PODGROUP':<10} {'PHASE':<10} {'MIN':>3} {'GATED':>5} {'BOUND':>5} {'DONE':>4}  WHY"]
+    done = bool(groups)
+    for pg in sorted(groups, key=lambda g: g["metadata"]["name"]):
+        name = pg["metadata"]["name"]
+        members = [p for p in pods if p["metadata"].get("labels", {}).get("phalanx.io/pod-group") == name]
+        gated = sum(1 for p in members if p["spec"].get("schedulingGates"))
+        bound = sum(1 for p in members if p["spec"].get("nodeName") and p["status"].get("phase") == "Running")
+        finished = sum(1 for p in members if p["status"].get("phase") == "Succeeded")
+        status = pg.get("status", {})
+        phase = status.get("phase", "-")
+        done = done and phase == "Finished"
+        lines.append(
+            f"{name:<10} {phase:<10} {pg['spec']['minMember']:>3} {gated:>5} {bound:>5} {finished:>4}  "
+            f"{status.get('reason', '')}: {status.get('message', '')}"
+        )
+    return "\n".join(lines), done
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster and Phalanx running")
+    parser.add_argument("--timeout", type=float, default=150.0)
     args = parser.parse_args(argv)
-    cluster = LocalCluster()
+    cluster = LocalCluster(ClusterConfig(fleet=FleetSpec(gpu_nodes=2, gpus_per_node=4, cpu_nodes=1)))
     cluster.up()
+    phalanx = Phalanx(cluster)
     try:
-        print("\n== The fleet: fake GPU nodes run by KWOK under a real kube-scheduler ==")
-        _table(cluster)
-        ns = "demo"
-        cluster.kubectl("create", "namespace", ns)
-        while cluster.kubectl("get", "sa", "default", "-n", ns, check=False).returncode:
-            time.sleep(0.1)
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "trainer-0"},
-            "spec": {
-                "schedulingGates": [{"name": "phalanx.io/gang"}],
-                "containers": [
-                    {"name": "main", "image": "pytorch", "resources": {"limits": {"nvidia.com/gpu": "4"}}}
-                ],
-            },
-        }
-        print("== A pod held at the scheduling gate phalanx.io/gang: the scheduler leaves it alone ==")
-        cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(pod))
-        time.sleep(2)
-        print(_pod_line(cluster, ns, "trainer-0"))
-        print("\n== Lifting the gate (what Phalanx does for a whole gang at once) ==")
-        cluster.kubectl(
-            "patch",
-            "pod",
-            "trainer-0",
-            "-n",
-            ns,
-            "--type=json",
-            "-p",
-            json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}]),
+        phalanx.up()
+        print("\n== The fleet: 2 fake GPU nodes × 4 GPUs under a real kube-scheduler ==")
+        print(
+            cluster.kubectl(
+                "get",
+                "nodes",
+                "-o",
+                "custom-columns=NODE:.metadata.name,"
+                "GPUS:.status.allocatable.nvidia\\.com/gpu,RACK:.metadata.labels.topology\\.kubernetes\\.io/rack",
+            ).stdout
         )
-        for _ in range(60):
-            line = _pod_line(cluster, ns, "trainer-0")
-            if "phase=Running" in line:
-                break
-            time.sleep(0.25)
-        print(line)
-        print()
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("label", "namespace", NAMESPACE, "phalanx.io/gang-scheduling=enabled")
+        while cluster.kubectl("get", "sa", "default", "-n", NAMESPACE, check=False).returncode:
+            time.sleep(0.1)
+        print(f"== kubectl apply: three ordinary Jobs in namespace {NAMESPACE} (opted in) ==")
+        for name, pods, run_for in (("alpha", 5, "12s"), ("bravo", 5, "12s"), ("charlie", 8, "8s")):
+            result = cluster.kubectl(
+                "apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(job(name, pods, run_for))
+            )
+            print(f"  job {name}: {pods} pods × 1 GPU ({result.stdout.strip()})")
+            time.sleep(0.5)
+        print("\n== Live: one gang at a time runs whole; the others wait at the gate, saying why ==")
+        deadline = time.monotonic() + args.timeout
+        last = ""
+        done = False
+        while time.monotonic() < deadline and not done:
+            text, done = table(cluster)
+            if text != last:
+                print(f"--- t+{args.timeout - (deadline - time.monotonic()):5.1f}s")
+                print(text)
+                last = text
+            time.sleep(1.0)
+        print("\nEvents on the PodGroups:")
+        print(
+            cluster.kubectl(
+                "get",
+                "events",
+                "-n",
+                NAMESPACE,
+                "--field-selector",
+                "involvedObject.kind=PodGroup",
+                "-o",
+                "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message",
+            ).stdout
+        )
+        print(
+            "all three gangs finished; no GPU was ever held by a partial gang" if done else "demo timed out"
+        )
+        return 0 if done else 1
     finally:
         if args.keep:
-            print(
-                f"cluster left running: export KUBECONFIG={cluster.kubeconfig}; `make cluster-down` stops it"
-            )
+            print(f"left running: export KUBECONFIG={cluster.kubeconfig}; `make cluster-down` stops it")
         else:
+            phalanx.down()
             cluster.down()
-    return 0
 
 
 if __name__ == "__main__":

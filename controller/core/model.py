@@ -145,6 +145,10 @@ class Gang:
     # Room held for this gang while its preemption victims terminate: pod uid -> node.
     held: Mapping[str, str | None] = field(default_factory=dict)
     held_since: float | None = None
+    # The node the simulation booked for admitted members that were placed without a pin (FREE gangs,
+    # unmodelled members): pod uid -> node, copied from `Admit.booked`. Lets the core keep counting
+    # their room until they bind; without it an unpinned, unbound admitted member books nothing.
+    booked: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +192,9 @@ class Admit:
     placement: Mapping[str, str | None]
     message: str
     notes: tuple[str, ...] = ()  # e.g. "web-0: inter-pod affinity not modelled, placed without a pin"
+    # pod uid -> the node the simulation booked for it, for every admitted member, pinned or not.
+    # Record it with the admission (Gang.booked) so unpinned members keep their room until they bind.
+    booked: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +203,8 @@ class Wait:
     reason: Reason
     message: str  # what is missing, for a person
     timed_out: bool = False  # schedule timeout passed (PodGroup turns Failed/SchedulingTimeout)
+    # Reason RESERVED: the nodes reserved for this starving gang in this pass (sorted).
+    reserved_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,10 +235,12 @@ Decision: TypeAlias = Admit | Wait | Reject | Preempt
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    decisions: tuple[Decision, ...]
+    decisions: tuple[Decision, ...]  # at most one per gang, in planning order
+    # gang -> its decision, built on first use (for_gang is O(1), not a scan per call)
+    _by_gang: dict[GangKey, Decision] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def for_gang(self, key: GangKey) -> Decision | None:
-        for decision in self.decisions:
-            if decision.gang == key:
-                return decision
-        return None
+        if not self._by_gang and self.decisions:
+            for decision in self.decisions:
+                self._by_gang.setdefault(decision.gang, decision)
+        return self._by_gang.get(key)

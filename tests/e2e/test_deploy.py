@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 import yaml
 
 from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import Phalanx
 
 pytestmark = pytest.mark.e2e
 
@@ -25,37 +25,26 @@ SYSTEM_NAMESPACE = "phalanx-system"
 PRIMARY_CRD = "podgroups.scheduling.sigs.k8s.io"
 
 
-@pytest.fixture(scope="module")
-def system_namespace(cluster: LocalCluster) -> Iterator[None]:
-    """Server-side dry-run of namespaced objects needs their namespace to exist; create it only if
-    missing, and remove it again (waiting, so nothing meets it half-deleted) only if created here."""
-    phase = cluster.kubectl(
-        "get", "namespace", SYSTEM_NAMESPACE, "-o", "jsonpath={.status.phase}", check=False
-    ).stdout
-    if phase == "Terminating":
-        cluster.kubectl("wait", "--for=delete", f"namespace/{SYSTEM_NAMESPACE}", "--timeout=120s")
-    existed = phase == "Active"
-    if not existed:
-        cluster.kubectl("create", "namespace", SYSTEM_NAMESPACE)
-    yield
-    if not existed:
-        cluster.kubectl("delete", "namespace", SYSTEM_NAMESPACE, "--timeout=120s", check=False, timeout=150)
+@pytest.fixture
+def system_namespace(phalanx: Phalanx) -> None:
+    """phalanx-system and the CRDs exist: the session's Phalanx installed deploy/local."""
 
 
 @pytest.fixture
-def podgroup_crd(cluster: LocalCluster) -> None:
-    """The primary CRD, installed (as deploy/local does) when the session has not done it yet."""
-    if cluster.kubectl("get", "crd", PRIMARY_CRD, check=False).returncode != 0:
-        cluster.kubectl("apply", "-k", str(DEPLOY / "components/crds"))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{PRIMARY_CRD}", "--timeout=60s")
+def podgroup_crd(phalanx: Phalanx) -> None:
+    """The primary CRD, installed by the session's Phalanx (deploy/local)."""
 
 
 def _dry_run(cluster: LocalCluster, manifest: str) -> subprocess.CompletedProcess[str]:
-    return cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=manifest, check=False)
+    return cluster.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-f", "-", input=manifest, check=False
+    )
 
 
 def test_default_install_is_accepted_by_the_api_server(cluster: LocalCluster, system_namespace: None) -> None:
-    result = cluster.kubectl("apply", "--dry-run=server", "-k", str(DEPLOY / "default"), check=False)
+    result = cluster.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-k", str(DEPLOY / "default"), check=False
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -1,0 +1,146 @@
+"""Wire the controller together: informers -> store -> work queue -> reconciler, plus leadership
+and the health/metrics server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from controller import resources as r
+from controller.config import ControllerSettings
+from controller.core.config import PlannerConfig
+from controller.events import EventRecorder
+from controller.executor import Executor, ExecutorSettings
+from controller.health import health_app
+from controller.informer import Informer
+from controller.kube import Kube
+from controller.leader import LeaderElector
+from controller.metrics import ControllerMetrics
+from controller.reconciler import REPLAN, Reconciler
+from controller.resources import ResourceType
+from controller.store import Store, sinks_for
+from controller.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+def planner_config(settings: ControllerSettings) -> PlannerConfig:
+    return PlannerConfig(
+        default_schedule_timeout=settings.default_schedule_timeout_seconds,
+        preemption=settings.preemption,
+        preemption_min_runtime_seconds=settings.preemption_min_runtime_seconds,
+        starvation_age_seconds=settings.starvation_age_seconds,
+    )
+
+
+class Controller:
+    def __init__(
+        self, settings: ControllerSettings, kube: Kube, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.clock = clock
+        self.store = Store()
+        self.metrics = ControllerMetrics()
+        self.queue = WorkQueue(time.monotonic)
+        identity = f"{socket.gethostname()}-{os.getpid()}"
+        self.events = EventRecorder(kube, clock, identity)
+        self.executor = Executor(
+            kube,
+            self.store,
+            self.events,
+            self.metrics,
+            clock,
+            ExecutorSettings(
+                concurrency=settings.patch_concurrency,
+                eviction_grace_seconds=settings.eviction_grace_seconds,
+                dry_run_preemption=settings.preemption_dry_run,
+            ),
+        )
+        self.reconciler = Reconciler(
+            kube,
+            self.store,
+            self.queue,
+            self.executor,
+            self.events,
+            self.metrics,
+            planner_config(settings),
+            clock,
+            bind_timeout=settings.bind_timeout_seconds,
+            timeout_action=settings.schedule_timeout_action,
+        )
+        self.elector = LeaderElector(
+            kube,
+            settings.namespace,
+            settings.lease_name,
+            identity,
+            clock,
+            settings.lease_duration_seconds,
+            settings.lease_renew_seconds,
+        )
+        self.informers: list[Informer] = []
+
+    @property
+    def synced(self) -> bool:
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+
+    async def _served_types(self) -> list[ResourceType]:
+        wanted = [r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES]
+        served = []
+        for rt in wanted:
+            if await self.kube.served(rt):
+                served.append(rt)
+            else:
+                log.info("resource not served, not watched", extra={"resource": str(rt)})
+        return served
+
+    async def run(self, health_host: str | None = None, health_port: int | None = None) -> None:
+        runner = web.AppRunner(
+            health_app(lambda: self.synced, lambda: not self.elector.lost.is_set(), self.metrics.registry)
+        )
+        await runner.setup()
+        site = web.TCPSite(
+            runner, health_host or self.settings.health_bind_address, health_port or self.settings.health_port
+        )
+        await site.start()
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            types = await self._served_types()
+            sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
+            self.informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
+            tasks = [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in self.informers]
+            await asyncio.gather(*(i.synced.wait() for i in self.informers))
+            log.info("informers synced", extra={"resources": [str(t) for t in types]})
+            if self.settings.leader_election:
+                tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
+            else:
+                self.elector.is_leader.set()
+            tasks.append(asyncio.create_task(self.reconciler.run(self.elector.is_leader), name="reconciler"))
+            tasks.append(asyncio.create_task(self._resync(), name="resync"))
+            lost = asyncio.create_task(self.elector.lost.wait())
+            done, _ = await asyncio.wait([*tasks, lost], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is lost:
+                    raise SystemExit("lost leadership")
+                task.result()  # surface the crash of a long-running task
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await runner.cleanup()
+
+    async def _resync(self) -> None:
+        await self.elector.is_leader.wait()
+        self.queue.add(REPLAN)
+        while True:
+            await asyncio.sleep(self.settings.resync_seconds)
+            self.queue.add(REPLAN)

@@ -1,0 +1,281 @@
+"""Free room per node during one planning pass, with the indexes placement needs.
+
+Resources are numbered once per pass (``ResourceIndex``); a node's free room is a list of ints
+(allocatable minus everything booked). A pod's request is a sparse vector of (index, amount).
+
+The index placement reads:
+
+- ``buckets[g]``: the visible nodes with exactly ``g`` free GPUs (an insertion-ordered dict used as
+  an ordered set, so iteration never depends on hashing), for best fit in O(levels);
+- per topology domain (rack, zone), how many of its nodes sit at each GPU level and its free GPUs,
+  so a gang can be matched to one domain without scanning its nodes;
+- ``sums``: the cluster-wide free room (positive part) of visible nodes per resource, for quick
+  rejection.
+
+Every change is journaled, so a tentative placement (or a victim search) is rolled back exactly.
+"Visible" nodes are the Ready, schedulable ones not excluded by a starvation reservation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+PODS = 0  # resource index of "pods" (always 1 per pod)
+GPU = 1  # resource index of the configured GPU resource
+
+Vector = tuple[tuple[int, int], ...]  # sparse (resource index, amount > 0), sorted by index
+Mark = tuple[int, int]  # (journal length, state id) to roll back to
+
+
+class ResourceIndex:
+    """Resource name <-> index for one pass: pods, the GPU resource, then the rest sorted by name."""
+
+    def __init__(self, gpu_resource: str, names: Iterable[str]) -> None:
+        rest = sorted(set(names) - {"pods", gpu_resource})
+        self.names: list[str] = ["pods", gpu_resource, *rest]
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self._cache: dict[tuple[tuple[str, int], ...], tuple[Vector, tuple[str, ...]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def vector(self, requests: Mapping[str, int]) -> tuple[Vector, tuple[str, ...]]:
+        """The sparse request (pods counted as exactly 1) and the requested resources no node has."""
+        key = tuple(requests.items())
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        index = self.index
+        entries: list[tuple[int, int]] = [(PODS, 1)]
+        missing: list[str] = []
+        for name, amount in requests.items():
+            if name == "pods" or amount <= 0:
+                continue
+            i = index.get(name)
+            if i is None:
+                missing.append(name)
+            else:
+                entries.append((i, amount))
+        entries.sort()
+        result = (tuple(entries), tuple(sorted(missing)))
+        self._cache[key] = result
+        return result
+
+    def dense(self, requests: Mapping[str, int]) -> list[int]:
+        vec = [0] * len(self.names)
+        for i, amount in self.vector(requests)[0]:
+            vec[i] = amount
+        return vec
+
+
+def fits_count(free: list[int], vec: Vector) -> int:
+    """How many pods of request `vec` fit into `free`."""
+    best = 1 << 62
+    for r, a in vec:
+        n = free[r] // a
+        if n < best:  # noqa: PLR1730 - hot path: a comparison is cheaper than a call to min()
+            best = n
+    return best
+
+
+class Capacity:
+    """Mutable free room for a pass. Node indexes follow the pass's node order (sorted by name)."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        free: list[list[int]],
+        visible: Sequence[bool],
+        max_gpus: int,
+        domains: Sequence[Sequence[str | None]] = (),
+    ) -> None:
+        """`free`: per node, per resource (taken over, not copied). `max_gpus`: the largest GPU
+        allocatable of any node. `domains`: per topology level (rack first, then zone), the node's
+        domain name or None."""
+        self.names = list(names)
+        self.free = free
+        n = len(free)
+        width = len(free[0]) if free else 2
+        self.visible = bytearray(1 if v else 0 for v in visible)
+        self.n_visible = sum(self.visible)
+        self.max_level = max(max_gpus, 0)
+        self.level = [0] * n
+        self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_level + 1)]
+        self.sums = [0] * width
+        # topology: per level t, node -> domain id, domain -> names / members / level counts / GPUs
+        self.dom_of: list[list[int]] = []
+        self.dom_names: list[list[str]] = []
+        self.dom_members: list[list[list[int]]] = []
+        self.dom_counts: list[list[list[int]]] = []
+        self.dom_gpus: list[list[int]] = []
+        for per_node in domains:
+            names_sorted = sorted({d for d in per_node if d is not None})
+            ids = {d: k for k, d in enumerate(names_sorted)}
+            self.dom_of.append([ids[d] if d is not None else -1 for d in per_node])
+            self.dom_names.append(names_sorted)
+            members: list[list[int]] = [[] for _ in names_sorted]
+            for i, d in enumerate(per_node):
+                if d is not None:
+                    members[ids[d]].append(i)
+            self.dom_members.append(members)
+            self.dom_counts.append([[0] * (self.max_level + 1) for _ in names_sorted])
+            self.dom_gpus.append([0] * len(names_sorted))
+        for i in range(n):
+            self.level[i] = self._level_of(free[i][GPU])
+            if self.visible[i]:
+                self._show(i)
+        self.journal: list[tuple[int, Vector, int]] = []
+        # An id of the current state: a new one after every change, the old one back after a
+        # rollback. Equal ids mean equal free room (memo keys for messages).
+        self.version = 0
+        self._versions = 0
+
+    # ---- indexes ---------------------------------------------------------------------------
+
+    def _level_of(self, gpus: int) -> int:
+        if gpus <= 0:
+            return 0
+        return gpus if gpus <= self.max_level else self.max_level
+
+    def _show(self, i: int) -> None:
+        f = self.free[i]
+        sums = self.sums
+        for r, v in enumerate(f):
+            if v > 0:
+                sums[r] += v
+        lvl = self.level[i]
+        self.buckets[lvl][i] = None
+        g = f[GPU] if f[GPU] > 0 else 0
+        for t, dom_of in enumerate(self.dom_of):
+            d = dom_of[i]
+            if d >= 0:
+                self.dom_counts[t][d][lvl] += 1
+                self.dom_gpus[t][d] += g
+
+    def _hide(self, i: int) -> None:
+        f = self.free[i]
+        sums = self.sums
+        for r, v in enumerate(f):
+            if v > 0:
+                sums[r] -= v
+        lvl = self.level[i]
+        del self.buckets[lvl][i]
+        g = f[GPU] if f[GPU] > 0 else 0
+        for t, dom_of in enumerate(self.dom_of):
+            d = dom_of[i]
+            if d >= 0:
+                self.dom_counts[t][d][lvl] -= 1
+                self.dom_gpus[t][d] -= g
+
+    def exclude(self, nodes: Iterable[int]) -> None:
+        """Hide nodes from placement (a starvation reservation)."""
+        for i in nodes:
+            if self.visible[i]:
+                self._hide(i)
+                self.visible[i] = 0
+                self.n_visible -= 1
+        self._new_version()
+
+    def include(self, nodes: Iterable[int]) -> None:
+        for i in nodes:
+            if not self.visible[i]:
+                self.visible[i] = 1
+                self.n_visible += 1
+                self._show(i)
+        self._new_version()
+
+    def _new_version(self) -> None:
+        self._versions += 1
+        self.version = self._versions
+
+    # ---- booking ---------------------------------------------------------------------------
+
+    def book(self, i: int, vec: Vector, count: int = 1) -> None:
+        """Take `count` pods of `vec` on node `i` (negative count gives room back). Journaled."""
+        self._apply(i, vec, count)
+        self.journal.append((i, vec, count))
+        self._versions += 1
+        self.version = self._versions
+
+    def unbook(self, i: int, vec: Vector, count: int = 1) -> None:
+        self.book(i, vec, -count)
+
+    def _apply(self, i: int, vec: Vector, count: int) -> None:
+        f = self.free[i]
+        visible = self.visible[i]
+        old_gpu = f[GPU]
+        sums = self.sums
+        for r, a in vec:
+            old = f[r]
+            new = old - a * count
+            f[r] = new
+            if visible:
+                sums[r] += (new if new > 0 else 0) - (old if old > 0 else 0)
+        new_gpu = f[GPU]
+        if new_gpu != old_gpu:
+            old_lvl = self.level[i]
+            new_lvl = self._level_of(new_gpu)
+            if visible:
+                if new_lvl != old_lvl:
+                    del self.buckets[old_lvl][i]
+                    self.buckets[new_lvl][i] = None
+                delta = (new_gpu if new_gpu > 0 else 0) - (old_gpu if old_gpu > 0 else 0)
+                for t, dom_of in enumerate(self.dom_of):
+                    d = dom_of[i]
+                    if d >= 0:
+                        counts = self.dom_counts[t][d]
+                        counts[old_lvl] -= 1
+                        counts[new_lvl] += 1
+                        self.dom_gpus[t][d] += delta
+            self.level[i] = new_lvl
+
+    def mark(self) -> Mark:
+        return (len(self.journal), self.version)
+
+    def rollback(self, mark: Mark) -> None:
+        """Undo every booking since `mark` (not include/exclude: undo those yourself first)."""
+        length, version = mark
+        journal = self.journal
+        while len(journal) > length:
+            i, vec, count = journal.pop()
+            self._apply(i, vec, -count)
+        self.version = version
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def fits(self, i: int, vec: Vector) -> int:
+        return fits_count(self.free[i], vec)
+
+    def gpu_upper_bound(self, per_pod: int) -> int:
+        """At most this many pods needing `per_pod` GPUs fit on visible nodes (GPU levels only)."""
+        total = 0
+        for lvl in range(per_pod, self.max_level + 1):
+            total += len(self.buckets[lvl]) * (lvl // per_pod)
+        return total
+
+    def domain_min_nodes(self, t: int, d: int, per_pod: int, n: int) -> int:
+        """At least this many nodes of domain `d` are needed for `n` pods of `per_pod` GPUs (GPU
+        levels only; a large number when the domain cannot hold them)."""
+        counts = self.dom_counts[t][d]
+        used = 0
+        rem = n
+        for lvl in range(self.max_level, per_pod - 1, -1):
+            c = counts[lvl]
+            if not c:
+                continue
+            each = lvl // per_pod
+            need = -(-rem // each)
+            if need <= c:
+                return used + need
+            used += c
+            rem -= c * each
+        return 1 << 30
+
+    def domain_upper_bound(self, t: int, d: int, per_pod: int) -> int:
+        counts = self.dom_counts[t][d]
+        total = 0
+        for lvl in range(per_pod, self.max_level + 1):
+            c = counts[lvl]
+            if c:
+                total += c * (lvl // per_pod)
+        return total

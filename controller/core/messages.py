@@ -1,0 +1,210 @@
+"""Every sentence the core writes for a person (PodGroup conditions, Events). Nothing else formats.
+
+Messages say what is missing in the cluster's own words, e.g.
+``needs 8 pods × 1 nvidia.com/gpu; best placement fits 5: node-a 2, node-b 2, node-c 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shared.quantities import format_amount
+
+# (count, amount, resource): "8 pods × 1 nvidia.com/gpu"
+Demand = Sequence[tuple[int, int, str]]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m"
+
+
+def demand(parts: Demand) -> str:
+    """``8 pods × 1 nvidia.com/gpu + 1 pod × 4 cpu``, identical members grouped."""
+    out = []
+    for count, amount, resource in parts:
+        pods = _plural(count, "pod")
+        out.append(pods if resource == "pods" else f"{pods} × {format_amount(resource, amount)} {resource}")
+    return " + ".join(out)
+
+
+def node_counts(counts: Sequence[tuple[str, int]], limit: int) -> str:
+    """``node-a 2, node-b 2, node-c 1`` (most first), at most `limit` nodes listed."""
+    ordered = sorted(counts, key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{name} {n}" for name, n in ordered[:limit])
+    if len(ordered) > limit:
+        shown += f", … (+{len(ordered) - limit} more nodes)"
+    return shown
+
+
+def node_list(names: Sequence[str], limit: int) -> str:
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", … (+{len(names) - limit} more)"
+    return shown
+
+
+# ---- why no node is allowed (fit.Eligibility.explain) ----------------------------------------------
+
+
+def no_nodes() -> str:
+    return "the cluster has no nodes"
+
+
+def no_ready_node() -> str:
+    return "no node is Ready and schedulable"
+
+
+def selector_unmatched(selector: Sequence[tuple[str, str]]) -> str:
+    return "no Ready node matches nodeSelector " + ", ".join(f"{key}={value}" for key, value in selector)
+
+
+def affinity_unmatched() -> str:
+    return "no Ready node matches the required node affinity"
+
+
+def taint_text(key: str, value: str, effect: str) -> str:
+    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
+
+
+def taints_untolerated(matching: int, narrowed: bool, example: str | None) -> str:
+    """Every (matching) Ready node has a NoSchedule/NoExecute taint the pod does not tolerate."""
+    suffix = f" (e.g. {example})" if example else ""
+    if matching == 1 and narrowed:
+        return f"the only matching Ready node has an untolerated taint{suffix}"
+    if narrowed:
+        return f"every matching Ready node has an untolerated taint{suffix}"
+    return f"every node has an untolerated taint{suffix}"
+
+
+def sibling_detail(name: str, text: str) -> str:
+    return f"{name}: {text}"
+
+
+# ---- waiting ---------------------------------------------------------------------------------
+
+
+def waiting_for_members(live: int, min_member: int) -> str:
+    return f"{live} of {min_member} members exist"
+
+
+def foreign_gates(gates: Sequence[str]) -> str:
+    return f"members carry scheduling gates of other systems: {', '.join(gates)}"
+
+
+def shortfall(parts: Demand, placed: int, counts: Sequence[tuple[str, int]], limit: int) -> str:
+    text = f"needs {demand(parts)}; best placement fits {placed}"
+    return f"{text}: {node_counts(counts, limit)}" if counts else text
+
+
+def no_eligible_node(parts: Demand, why: str) -> str:
+    return f"needs {demand(parts)}; {why}"
+
+
+def missing_resource(parts: Demand, names: Sequence[str]) -> str:
+    return f"needs {demand(parts)}; no node offers {', '.join(names)}"
+
+
+def too_big_for_any_node(parts: Demand, pod: str, largest: str) -> str:
+    return f"needs {demand(parts)}; no node can ever hold a pod of {pod} (largest node: {largest})"
+
+
+def too_big_for_cluster(parts: Demand, most: int) -> str:
+    return f"needs {demand(parts)}; even an empty cluster holds only {most}"
+
+
+def requests_text(requests: Sequence[tuple[str, int]]) -> str:
+    shown = [f"{format_amount(name, amount)} {name}" for name, amount in requests if name != "pods"]
+    return ", ".join(shown) if shown else "no resources"
+
+
+def timed_out(text: str, timeout: float) -> str:
+    return f"schedule timeout of {_duration(timeout)} passed; {text}"
+
+
+def reserved(waited: float, nodes: Sequence[str], limit: int, text: str) -> str:
+    return (
+        f"waiting for {_duration(waited)}; reserved {_plural(len(nodes), 'node')} "
+        f"({node_list(nodes, limit)}) until the pods there finish — {text}"
+    )
+
+
+def blocked(holder: str, text: str) -> str:
+    return f"would fit, but that room is reserved for starving gang {holder}; {text}"
+
+
+def preempting_wait(victims_left: int) -> str:
+    return f"waiting for {_plural(victims_left, 'preempted pod')} to terminate"
+
+
+def preempting(
+    parts: Demand, victims: Sequence[tuple[str, int, int]], nodes: Sequence[str], limit: int
+) -> str:
+    """victims: (name, priority, pods)."""
+    listed = ", ".join(
+        f"{name} ({_plural(pods, 'pod')}, priority {prio})" for name, prio, pods in victims[:limit]
+    )
+    if len(victims) > limit:
+        listed += f", … (+{len(victims) - limit} more)"
+    pods = sum(v[2] for v in victims)
+    return (
+        f"preempting {_plural(pods, 'pod')} of lower priority: {listed}; "
+        f"to place {demand(parts)} on {node_list(nodes, limit)}"
+    )
+
+
+def waiting_for_siblings(parent: str, ready: int, needed: int, details: Sequence[str]) -> str:
+    text = f"{ready} of {needed} sibling groups of parent {parent} are ready"
+    return f"{text} ({'; '.join(details)})" if details else text
+
+
+def family_waits(parent: str, text: str) -> str:
+    return f"with its sibling groups of parent {parent}: {text}"
+
+
+# ---- admitted / rejected -----------------------------------------------------------------------
+
+
+def admitted(counts: Sequence[tuple[str, int]], pinned: bool, limit: int) -> str:
+    pods = sum(n for _, n in counts)
+    where = node_counts(counts, limit)
+    head = f"placed {_plural(pods, 'pod')} on {_plural(len(counts), 'node')}: {where}"
+    return head if pinned else f"{head} (not pinned: the scheduler chooses)"
+
+
+def grown(counts: Sequence[tuple[str, int]], waiting: int, limit: int) -> str:
+    pods = sum(n for _, n in counts)
+    text = f"admitted {_plural(pods, 'new member')}: {node_counts(counts, limit)}"
+    return f"{text}; {waiting} more wait for room" if waiting else text
+
+
+def family_admitted(parent: str, text: str) -> str:
+    return f"admitted with its sibling groups of parent {parent}; {text}"
+
+
+def unmodelled_note(pod: str, why: str) -> str:
+    return f"{pod}: {why} not modelled, placed without a pin"
+
+
+def invalid_min_member(min_member: int) -> str:
+    return f"minMember is {min_member}; it must be at least 1"
+
+
+def invalid_max_member(max_member: int, min_member: int) -> str:
+    return f"maxMember {max_member} is below minMember {min_member}"
+
+
+def invalid_creatable(creatable: int, min_member: int) -> str:
+    return (
+        f"minMember is {min_member} but the workload can only ever create {creatable} "
+        f"{'member' if creatable == 1 else 'members'}"
+    )

@@ -1,0 +1,285 @@
+"""All-or-nothing gang placement on a Capacity.
+
+Packing, to limit fragmentation:
+
+- shapes are placed biggest first;
+- for each shape, while some pods remain: if one node can take all remaining pods, take the one
+  that is left with the least room (best fit); otherwise fill the node that takes the most (so the
+  gang spans few nodes) and go on;
+- a gang of several pods that needs GPUs is first tried inside one rack, then inside one zone
+  (candidate domains are the ones whose GPU levels could hold it; those needing the fewest nodes,
+  then the tightest, first), and only then across the cluster.
+
+Cluster-wide placement of a GPU shape walks the GPU buckets (O(levels) per step); a shape limited
+to few nodes, a CPU-only shape or a domain scans its candidate nodes once and sorts them.
+
+A ``FitMemo`` remembers, within a pass, what did not fit. Capacity only shrinks during a pass (bookings,
+reservations), so what failed once fails again: a shape × n that failed fails for any count ≥ n.
+Whoever grows capacity temporarily (victim search, reservation check) must pass no memo (or its own).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from controller.core.capacity import GPU, Capacity, fits_count
+from controller.core.shapes import Shape
+
+Assignment = list[tuple[int, int]]  # (node index, pods of the shape placed there)
+Items = Sequence[tuple[Shape, int]]  # what to place: shape × count, biggest shape first
+
+
+class FitMemo:
+    def __init__(self) -> None:
+        self.failed_min: dict[int, int] = {}  # shape id -> smallest count known not to fit
+        self.failed: set[tuple[tuple[int, int], ...]] = set()  # multi-shape demands known not to fit
+
+    def known_failure(self, items: Items) -> bool:
+        for shape, n in items:
+            smallest = self.failed_min.get(shape.id)
+            if smallest is not None and n >= smallest:
+                return True
+        return len(items) > 1 and signature(items) in self.failed
+
+    def record(self, items: Items, single: Shape | None, n: int) -> None:
+        if single is not None:
+            smallest = self.failed_min.get(single.id)
+            if smallest is None or n < smallest:
+                self.failed_min[single.id] = n
+        else:
+            self.failed.add(signature(items))
+
+
+def signature(items: Items) -> tuple[tuple[int, int], ...]:
+    return tuple((shape.id, n) for shape, n in items)
+
+
+def sort_items(items: Items) -> list[tuple[Shape, int]]:
+    return sorted(items, key=lambda item: item[0].size)
+
+
+def _fill_buckets(cap: Capacity, shape: Shape, n: int, out: Assignment) -> int:
+    """Cluster-wide fill of a GPU shape through the GPU buckets. Returns the pods placed."""
+    vec = shape.vec
+    q = shape.gpu
+    flags = shape.mask.flags
+    free = cap.free
+    buckets = cap.buckets
+    top = cap.max_level
+    rem = n
+    while rem > 0:
+        lo = rem * q
+        chosen = -1
+        for lvl in range(lo, top + 1):
+            for i in buckets[lvl]:
+                if flags[i] and fits_count(free[i], vec) >= rem:
+                    chosen = i
+                    break
+            if chosen >= 0:
+                break
+        if chosen >= 0:
+            cap.book(chosen, vec, rem)
+            out.append((chosen, rem))
+            return n
+        best, best_fit = -1, 0
+        for lvl in range(top, q - 1, -1):  # levels >= lo too: other resources may limit them
+            level_cap = lvl // q
+            if level_cap <= best_fit:
+                break
+            for i in buckets[lvl]:
+                if flags[i]:
+                    f = fits_count(free[i], vec)
+                    if f > best_fit:
+                        best, best_fit = i, f
+                        if f >= level_cap:
+                            break
+        if best < 0:
+            break
+        cap.book(best, vec, best_fit)
+        out.append((best, best_fit))
+        rem -= best_fit
+    return n - rem
+
+
+def _fill_scan(cap: Capacity, shape: Shape, n: int, nodes: Sequence[int], out: Assignment) -> int:
+    """Fill over an explicit node list: fits computed once, then greedy on the sorted list."""
+    vec = shape.vec
+    flags = shape.mask.flags
+    visible = cap.visible
+    free = cap.free
+    cands: list[tuple[int, int]] = []
+    for i in nodes:
+        if flags[i] and visible[i]:
+            f = fits_count(free[i], vec)
+            if f > 0:
+                cands.append((f, i))
+    if not cands:
+        return 0
+    cands.sort()
+    fits = [f for f, _ in cands]
+    hi = len(cands)
+    rem = n
+    while rem > 0 and hi > 0:
+        j = bisect_left(fits, rem, 0, hi)
+        if j < hi:
+            i = cands[j][1]
+            cap.book(i, vec, rem)
+            out.append((i, rem))
+            return n
+        hi -= 1
+        f, i = cands[hi]
+        cap.book(i, vec, f)
+        out.append((i, f))
+        rem -= f
+    return n - rem
+
+
+def _quick_bound(cap: Capacity, shape: Shape) -> int:
+    """An upper bound on how many pods of `shape` fit on visible nodes."""
+    if shape.missing or not shape.mask.count:
+        return 0
+    sums = cap.sums
+    bound = 1 << 62
+    for r, a in shape.vec:
+        b = sums[r] // a
+        if b < bound:  # noqa: PLR1730 - hot path
+            bound = b
+    if shape.gpu:
+        b = cap.gpu_upper_bound(shape.gpu)
+        if b < bound:  # noqa: PLR1730 - hot path
+            bound = b
+    return bound
+
+
+def fill(
+    cap: Capacity, shape: Shape, n: int, nodes: Sequence[int] | None = None, partial: bool = False
+) -> tuple[Assignment, int]:
+    """Place up to `n` pods of `shape` (booked). All or none unless `partial`."""
+    out: Assignment = []
+    if n <= 0:
+        return out, 0
+    if _quick_bound(cap, shape) < (1 if partial else n):
+        return out, 0
+    mark = cap.mark()
+    if nodes is not None:
+        placed = _fill_scan(cap, shape, n, nodes, out)
+    elif shape.gpu and shape.mask.count * 2 >= cap.n_visible:
+        placed = _fill_buckets(cap, shape, n, out)
+    else:
+        placed = _fill_scan(cap, shape, n, shape.mask.indices, out)
+    if placed < n and not partial:
+        cap.rollback(mark)
+        return [], 0
+    return out, placed
+
+
+def _demand_fits_sums(cap: Capacity, items: Items) -> bool:
+    need = [0] * len(cap.sums)
+    for shape, n in items:
+        for r, a in shape.vec:
+            need[r] += a * n
+    return all(need[r] <= cap.sums[r] for r in range(len(need)) if need[r])
+
+
+def _place_in_domain(
+    cap: Capacity, items: Items, attempts: int
+) -> tuple[list[Assignment], tuple[int, int]] | None:
+    gpus = sum(shape.gpu * n for shape, n in items)
+    for t in range(len(cap.dom_of)):
+        dom_gpus = cap.dom_gpus[t]
+        candidates: list[tuple[int, int, int]] = []
+        for d in range(len(dom_gpus)):
+            if dom_gpus[d] < gpus:
+                continue
+            if all(not shape.gpu or cap.domain_upper_bound(t, d, shape.gpu) >= n for shape, n in items):
+                nodes = sum(cap.domain_min_nodes(t, d, shape.gpu, n) for shape, n in items if shape.gpu)
+                candidates.append((nodes, dom_gpus[d], d))
+        candidates.sort()  # fewest nodes, then the tightest domain
+        for _, _, d in candidates[:attempts]:
+            members = cap.dom_members[t][d]
+            mark = cap.mark()
+            result: list[Assignment] = []
+            for shape, n in items:
+                out, placed = fill(cap, shape, n, members)
+                if placed < n:
+                    cap.rollback(mark)
+                    break
+                result.append(out)
+            else:
+                return result, (t, d)
+    return None
+
+
+def place(
+    cap: Capacity, items: Items, memo: FitMemo | None = None, topology_attempts: int = 8
+) -> tuple[list[Assignment], tuple[int, int] | None] | None:
+    """Place every item (sorted biggest first) or nothing. On success the room is booked and the
+    result is one Assignment per item plus the topology domain (level, domain) it was kept in."""
+    if memo is not None and memo.known_failure(items):
+        return None
+    for shape, n in items:
+        if _quick_bound(cap, shape) < n:
+            if memo is not None:
+                memo.record(items, shape, n)
+            return None
+    if len(items) > 1 and not _demand_fits_sums(cap, items):
+        if memo is not None:
+            memo.record(items, None, 0)
+        return None
+    total = sum(n for _, n in items)
+    if total > 1 and cap.dom_of and any(shape.gpu for shape, _ in items):
+        found = _place_in_domain(cap, items, topology_attempts)
+        if found is not None:
+            return found
+    mark = cap.mark()
+    result: list[Assignment] = []
+    for k, (shape, n) in enumerate(items):
+        out, placed = fill(cap, shape, n)
+        if placed < n:
+            cap.rollback(mark)
+            if memo is not None:
+                memo.record(items, shape if k == 0 else None, n)
+            return None
+        result.append(out)
+    return result, None
+
+
+def place_extra(cap: Capacity, items: Items, domain: tuple[int, int] | None) -> list[Assignment]:
+    """Place as many of each item as fit (elastic members), inside `domain` first. Booked."""
+    result: list[Assignment] = []
+    for shape, n in items:
+        out: Assignment = []
+        placed = 0
+        if domain is not None:
+            out, placed = fill(cap, shape, n, cap.dom_members[domain[0]][domain[1]], partial=True)
+        if placed < n:
+            more, _ = fill(cap, shape, n - placed, partial=True)
+            out.extend(more)
+        result.append(out)
+    return result
+
+
+def best_partial(cap: Capacity, items: Items) -> tuple[int, dict[int, int]]:
+    """How many pods of `items` fit at most (greedy) and where: nothing stays booked."""
+    mark = cap.mark()
+    per_node: dict[int, int] = {}
+    placed = 0
+    for shape, n in items:
+        out, k = fill(cap, shape, n, partial=True)
+        placed += k
+        for i, c in out:
+            per_node[i] = per_node.get(i, 0) + c
+    cap.rollback(mark)
+    return placed, per_node
+
+
+def binding_resource(cap: Capacity, shape: Shape, names: Sequence[str]) -> int:
+    """The resource that limits `shape` most (fewest pods by free room), preferring GPUs on ties."""
+    best = (1 << 62, 1, "")
+    pick = GPU if shape.gpu else 0
+    for r, a in shape.vec:
+        key = (cap.sums[r] // a, 0 if r == GPU else (2 if r == 0 else 1), names[r])
+        if key < best:
+            best, pick = key, r
+    return pick

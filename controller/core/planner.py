@@ -1,0 +1,522 @@
+"""One planning pass: snapshot in, plan out. Pure and deterministic.
+
+Gangs are considered in order (priority desc, created asc, namespace/name). Each gang the pass
+admits books its room, so later gangs see it; a gang that does not fit does not block the smaller
+ones behind it (backfill), except through a starvation reservation.
+
+Per gang (not yet admitted):
+  Reject InvalidSpec        min_member < 1, max_member < min_member, creatable < min_member
+  Wait WaitingForMembers    fewer than min_member live (not finished, not terminating) members
+  Wait ForeignGates         a live member carries another system's scheduling gate
+  Admit                     the first min_member gated members all fit (and the elastic ones that fit)
+  Wait Unschedulable        they could never fit, not even on an empty cluster
+  Wait Preempting           it preempted earlier and its victims are still terminating
+  Preempt                   they fit once strictly lower-priority work is evicted
+  Wait BlockedByReservation they would fit but for the room reserved for a starving gang
+  Wait Reserved             it starves: nodes are reserved for it
+  Wait InsufficientCapacity otherwise ("needs 8 pods × 1 nvidia.com/gpu; best placement fits 5: ...")
+Any Wait of a gang past its schedule timeout has timed_out=True (a timed-out gang that fits is still
+admitted, but it neither preempts nor reserves).
+
+Already admitted gangs (admission recorded or members bound): new gated members (replacements,
+elastic growth up to max_member) are admitted one by one as they fit. No new member fits (or there
+is none): no decision — an admitted gang never gets a Wait.
+
+Gangs sharing a ``parent`` (KAI parentPodGroup) start together: each child at its own minimum,
+placed jointly, all or nothing. The parent PodGroup's min_member (when it exists) is the number of
+children that must be ready; without it, all children present and at least two. Once a child runs,
+the others are admitted on their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from controller.core import messages as msg
+from controller.core.config import PlannerConfig
+from controller.core.model import (
+    Admit,
+    Decision,
+    Gang,
+    GangKey,
+    Placement,
+    Plan,
+    Pod,
+    Preempt,
+    Reason,
+    Reject,
+    Snapshot,
+    Victim,
+    Wait,
+)
+from controller.core.ordering import member_order
+from controller.core.placement import (
+    Assignment,
+    FitMemo,
+    best_partial,
+    binding_resource,
+    place,
+    place_extra,
+    signature,
+    sort_items,
+)
+from controller.core.preemption import Candidate, Preemption
+from controller.core.reservation import ever_fits, largest_single_fit, reserve
+from controller.core.shapes import Shape
+from controller.core.state import PassState, is_live
+
+Groups = dict[int, tuple[Shape, list[Pod]]]  # shape id -> (shape, pods of that shape, in order)
+
+
+def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
+    """Decide, for every gang of the snapshot, what to do now."""
+    return PlanningPass(snapshot, config or PlannerConfig()).run()
+
+
+def invalid_spec(gang: Gang) -> str | None:
+    """Why the gang's spec can never be satisfied, or None."""
+    if gang.min_member < 1:
+        return msg.invalid_min_member(gang.min_member)
+    if gang.max_member is not None and gang.max_member < gang.min_member:
+        return msg.invalid_max_member(gang.max_member, gang.min_member)
+    if gang.creatable is not None and gang.creatable < gang.min_member:
+        return msg.invalid_creatable(gang.creatable, gang.min_member)
+    return None
+
+
+class PlanningPass:
+    """One pass: building it derives the state (nodes, shapes, free room); ``run()`` decides every
+    gang in order. ``decide(gang)`` decides one gang against the current state (benchmarks, tests)."""
+
+    def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
+        self.st = PassState(snapshot, config)
+        self.cfg = config
+        self.now = snapshot.now
+        self.cap = self.st.capacity
+        self.preemption = Preemption(self.st)
+        self.reservation: tuple[Gang, list[int]] | None = None
+        self.unblocked_memo = FitMemo()
+        self.victims: set[GangKey] = set()
+        self._shortfalls: dict[tuple[tuple[tuple[int, int], ...], int], str] = {}
+        self._never: dict[tuple[tuple[int, int], ...], str | None] = {}
+        self._unblocked: dict[tuple[tuple[tuple[int, int], ...], int], bool] = {}
+
+    # ---- driver ------------------------------------------------------------------------------
+
+    def run(self) -> Plan:
+        decisions: list[Decision] = []
+        gangs = self.st.gangs
+        families: dict[tuple[str, str], list[Gang]] = {}
+        for gang in gangs:
+            if gang.parent and gang.parent != gang.key.name:
+                families.setdefault((gang.key.namespace, gang.parent), []).append(gang)
+        parents = {GangKey(ns, parent) for ns, parent in families}
+        done: set[tuple[str, str]] = set()
+        for gang in gangs:
+            if parents and gang.key in parents:
+                continue  # a parent PodGroup only groups its children
+            self.st.book_held_above(gang.priority)
+            if gang.parent and gang.parent != gang.key.name:
+                family = (gang.key.namespace, gang.parent)
+                if family in done:
+                    continue
+                done.add(family)
+                decisions.extend(self._family(family[1], families[family]))
+                continue
+            decision = self._gang(gang)
+            if decision is not None:
+                decisions.append(decision)
+        return Plan(tuple(decisions))
+
+    def decide(self, gang: Gang) -> Decision | None:
+        self.st.book_held_above(gang.priority)
+        return self._gang(gang)
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _groups(self, pods: Sequence[Pod]) -> Groups:
+        groups: Groups = {}
+        shapes = self.st.shapes
+        for pod in pods:
+            shape = shapes.of(pod)
+            entry = groups.get(shape.id)
+            if entry is None:
+                groups[shape.id] = (shape, [pod])
+            else:
+                entry[1].append(pod)
+        return groups
+
+    @staticmethod
+    def _items(groups: Groups) -> list[tuple[Shape, int]]:
+        return sort_items([(shape, len(pods)) for shape, pods in groups.values()])
+
+    @staticmethod
+    def _assign(
+        groups: Groups, items: Sequence[tuple[Shape, int]], result: Sequence[Assignment]
+    ) -> dict[str, int]:
+        """pod uid -> node index, pods of a shape taken in order."""
+        out: dict[str, int] = {}
+        for (shape, _), assignment in zip(items, result, strict=True):
+            pods = groups[shape.id][1]
+            k = 0
+            for node, count in assignment:
+                for pod in pods[k : k + count]:
+                    out[pod.uid] = node
+                k += count
+        return out
+
+    def _timeout(self, gang: Gang) -> float | None:
+        return (
+            gang.schedule_timeout if gang.schedule_timeout is not None else self.cfg.default_schedule_timeout
+        )
+
+    def _timed_out(self, gang: Gang) -> bool:
+        timeout = self._timeout(gang)
+        return timeout is not None and self.now > gang.created + timeout
+
+    def _wait(self, gang: Gang, reason: Reason, text: str, timed_out: bool, **extra: tuple[str, ...]) -> Wait:
+        timeout = self._timeout(gang)
+        if timed_out and timeout is not None:
+            text = msg.timed_out(text, timeout)
+        return Wait(gang.key, reason, text, timed_out, **extra)
+
+    def _is_admitted(self, gang: Gang) -> bool:
+        return (
+            bool(gang.admitted)
+            or gang.admitted_at is not None
+            or any(m.bound and is_live(m) for m in gang.members)
+        )
+
+    def _parts(self, items: Sequence[tuple[Shape, int]]) -> list[tuple[int, int, str]]:
+        names = self.st.resources.names
+        parts = []
+        for shape, n in items:
+            if shape.missing:
+                missing = shape.missing[0]
+                parts.append((n, dict(shape.requests)[missing], missing))
+                continue
+            r = binding_resource(self.cap, shape, names)
+            parts.append((n, next((a for rr, a in shape.vec if rr == r), 1), names[r]))
+        return parts
+
+    # ---- messages about what is missing -------------------------------------------------------
+
+    def _never_fits(self, items: Sequence[tuple[Shape, int]]) -> str | None:
+        """Why these pods can never fit (constraints, or too big even for an empty cluster)."""
+        sig = signature(items)
+        if sig in self._never:
+            return self._never[sig]
+        parts = self._parts(items)
+        why: str | None = None
+        for shape, _ in items:
+            if shape.missing:
+                why = msg.missing_resource(parts, shape.missing)
+                break
+            if not shape.mask.count:
+                why = msg.no_eligible_node(parts, self.st.eligibility.explain(shape.cons))
+                break
+        if why is None:
+            fits, most = ever_fits(self.st, items)
+            if not fits:
+                k = largest_single_fit(self.st, items)
+                if k is not None:
+                    shape = items[k][0]
+                    drained = self.st.drained()
+                    names = self.st.resources.names
+                    r = binding_resource(self.cap, shape, names)
+                    biggest = max((drained[i][r] for i in shape.mask.indices), default=0)
+                    why = msg.too_big_for_any_node(
+                        parts, msg.requests_text(shape.requests), msg.requests_text([(names[r], biggest)])
+                    )
+                else:
+                    why = msg.too_big_for_cluster(parts, most)
+        self._never[sig] = why
+        return why
+
+    def _shortfall(self, items: Sequence[tuple[Shape, int]]) -> str:
+        key = (signature(items), self.cap.version)
+        found = self._shortfalls.get(key)
+        if found is not None:
+            return found
+        placed, per_node = best_partial(self.cap, items)
+        names = self.st.names
+        counts = [(names[i], n) for i, n in per_node.items()]
+        text = msg.shortfall(self._parts(items), placed, counts, self.cfg.message_nodes)
+        self._shortfalls[key] = text
+        return text
+
+    # ---- admission ---------------------------------------------------------------------------
+
+    def _admit_decision(self, gang: Gang, pods: Sequence[Pod], nodes: dict[str, int], text: str) -> Admit:
+        names = self.st.names
+        free = gang.placement == Placement.FREE
+        placement: dict[str, str | None] = {}
+        booked: dict[str, str] = {}
+        notes: list[str] = []
+        for pod in pods:
+            i = nodes.get(pod.uid)
+            if i is None:
+                continue
+            booked[pod.uid] = names[i]
+            placement[pod.uid] = None if free or pod.unmodelled else names[i]
+            if pod.unmodelled:
+                notes.append(msg.unmodelled_note(pod.name, pod.unmodelled))
+        return Admit(gang.key, placement, text, tuple(notes), booked)
+
+    def _counts(self, pods: Sequence[Pod], nodes: dict[str, int]) -> list[tuple[str, int]]:
+        per: dict[int, int] = {}
+        for pod in pods:
+            i = nodes.get(pod.uid)
+            if i is not None:
+                per[i] = per.get(i, 0) + 1
+        return [(self.st.names[i], n) for i, n in per.items()]
+
+    def _try_place(self, required: Sequence[Pod], extra: Sequence[Pod]) -> dict[str, int] | None:
+        """Place all `required` pods or none, then as many of `extra` as fit. Booked on success."""
+        groups = self._groups(required)
+        items = self._items(groups)
+        placed = place(self.cap, items, self.st.memo, self.cfg.topology_attempts)
+        if placed is None:
+            return None
+        result, domain = placed
+        nodes = self._assign(groups, items, result)
+        if extra:
+            extra_groups = self._groups(extra)
+            extra_items = self._items(extra_groups)
+            nodes.update(self._assign(extra_groups, extra_items, place_extra(self.cap, extra_items, domain)))
+        return nodes
+
+    def _would_fit_unblocked(self, items: Sequence[tuple[Shape, int]]) -> bool:
+        assert self.reservation is not None
+        key = (signature(items), self.cap.version)
+        known = self._unblocked.get(key)
+        if known is not None:
+            return known
+        nodes = self.reservation[1]
+        mark = self.cap.mark()
+        self.cap.include(nodes)
+        ok = place(self.cap, items, self.unblocked_memo, self.cfg.topology_attempts) is not None
+        self.cap.rollback(mark)
+        self.cap.exclude(nodes)
+        self.cap.version = mark[1]  # the very state of before
+        self._unblocked[key] = ok
+        return ok
+
+    # ---- one gang ------------------------------------------------------------------------------
+
+    def _gang(self, gang: Gang) -> Decision | None:
+        if self.victims and gang.key in self.victims:
+            return None  # being preempted in this pass
+        if self._is_admitted(gang):
+            return self._grow(gang)
+        invalid = invalid_spec(gang)
+        if invalid is not None:
+            return Reject(gang.key, Reason.INVALID_SPEC, invalid)
+        timed_out = self._timed_out(gang)
+        live = [m for m in gang.members if is_live(m)]
+        if len(live) < gang.min_member:
+            return self._wait(
+                gang,
+                Reason.WAITING_FOR_MEMBERS,
+                msg.waiting_for_members(len(live), gang.min_member),
+                timed_out,
+            )
+        gates = sorted({g for m in live for g in m.foreign_gates})
+        if gates:
+            return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
+        pending = sorted((m for m in live if m.gated and m.uid not in gang.admitted), key=member_order)
+        others = len(live) - len(pending)
+        required_n = max(0, gang.min_member - others)
+        if required_n == 0:
+            return self._grow(gang)
+        allowed = len(pending) if gang.max_member is None else max(required_n, gang.max_member - others)
+        required, extra = pending[:required_n], pending[required_n:allowed]
+        nodes = self._try_place(required, extra)
+        if nodes is not None:
+            self.st.drop_held(gang.key)
+            admitted = [p for p in pending if p.uid in nodes]
+            text = msg.admitted(
+                self._counts(admitted, nodes), gang.placement == Placement.PINNED, self.cfg.message_nodes
+            )
+            return self._admit_decision(gang, admitted, nodes, text)
+        return self._cannot_fit(gang, required, timed_out)
+
+    def _cannot_fit(self, gang: Gang, required: Sequence[Pod], timed_out: bool) -> Decision:
+        groups = self._groups(required)
+        items = self._items(groups)
+        never = self._never_fits(items)
+        if never is not None:
+            return self._wait(gang, Reason.UNSCHEDULABLE, never, timed_out)
+        if gang.held:
+            terminating = self._held_terminating(gang)
+            if terminating:
+                return self._wait(gang, Reason.PREEMPTING, msg.preempting_wait(terminating), timed_out)
+        if not timed_out:
+            preempt = self._preempt(gang, groups, items)
+            if preempt is not None:
+                return preempt
+        text = self._shortfall(items)
+        if self.reservation is not None and self._would_fit_unblocked(items):
+            return self._wait(
+                gang,
+                Reason.BLOCKED_BY_RESERVATION,
+                msg.blocked(str(self.reservation[0].key), text),
+                timed_out,
+            )
+        starving = self.cfg.starvation_age_seconds
+        if (
+            not timed_out
+            and self.reservation is None
+            and starving is not None
+            and self.now - gang.created > starving
+        ):
+            nodes = reserve(self.st, items)
+            if nodes:
+                self.reservation = (gang, nodes)
+                self.cap.exclude(nodes)
+                self.st.drop_held(gang.key)
+                names = [self.st.names[i] for i in nodes]
+                text = msg.reserved(self.now - gang.created, names, self.cfg.message_nodes, text)
+                return self._wait(gang, Reason.RESERVED, text, timed_out, reserved_nodes=tuple(names))
+        return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, text, timed_out)
+
+    def _held_terminating(self, gang: Gang) -> int:
+        """Terminating pods still on the nodes held for this gang (its victims, presumably)."""
+        index = self.st.node_index
+        nodes = {index[n] for n in gang.held.values() if n is not None and n in index}
+        return sum(self.st.terminating.get(i, 0) for i in sorted(nodes))
+
+    def _preempt(self, gang: Gang, groups: Groups, items: list[tuple[Shape, int]]) -> Preempt | None:
+        if not self.cfg.preemption or gang.preemption_policy == "Never":
+            return None
+        lowest = self.st.min_running_priority
+        if lowest is None or gang.priority <= lowest:
+            return None
+        if self.preemption.searches >= self.cfg.max_preemption_searches:
+            return None
+        found = self.preemption.search(gang, items, signature(items))
+        if found is None:
+            return None
+        victims, result = found
+        for (shape, _), assignment in zip(items, result, strict=True):
+            for i, n in assignment:
+                self.cap.book(i, shape.vec, n)  # held for the preemptor for the rest of the pass
+        self.st.drop_held(gang.key)
+        nodes = self._assign(groups, items, result)
+        names = self.st.names
+        pods = [p for _, ps in groups.values() for p in ps]
+        placement: dict[str, str | None] = {
+            p.uid: names[nodes[p.uid]] for p in sorted(pods, key=member_order)
+        }
+        merged: dict[tuple[str, str], list[Candidate]] = {}
+        for cand in victims:
+            cand.taken = True
+            if cand.gang is not None:
+                self.victims.add(cand.gang)
+            merged.setdefault((cand.namespace, cand.label), []).append(cand)
+        out_victims = []
+        described = []
+        for (namespace, label), cands in sorted(merged.items()):
+            uids = tuple(sorted(uid for c in cands for uid in c.uids))
+            out_victims.append(Victim(cands[0].gang, uids, namespace))
+            described.append((label, cands[0].priority, len(uids)))
+        used_nodes = sorted({names[i] for i in nodes.values()})
+        text = msg.preempting(self._parts(items), described, used_nodes, self.cfg.message_nodes)
+        return Preempt(gang.key, tuple(out_victims), placement, text)
+
+    def _grow(self, gang: Gang) -> Decision | None:
+        """An admitted gang: admit new gated members one by one as they fit."""
+        if not any(m.gated for m in gang.members):
+            return None
+        live = [m for m in gang.members if is_live(m)]
+        pending = sorted(
+            (m for m in live if m.gated and m.uid not in gang.admitted and not m.foreign_gates),
+            key=member_order,
+        )
+        if not pending:
+            return None
+        others = len(live) - len(pending)
+        allowed = len(pending) if gang.max_member is None else max(0, gang.max_member - others)
+        if allowed == 0:
+            return None
+        pods = pending[:allowed]
+        groups = self._groups(pods)
+        items = self._items(groups)
+        nodes = self._assign(groups, items, place_extra(self.cap, items, None))
+        if not nodes:
+            # Nothing fits now: no decision. The gang stays admitted (a Wait would read as "not
+            # admitted" to the shell); the members stay gated until room appears.
+            return None
+        admitted = [p for p in pods if p.uid in nodes]
+        text = msg.grown(self._counts(admitted, nodes), len(pods) - len(admitted), self.cfg.message_nodes)
+        return self._admit_decision(gang, admitted, nodes, text)
+
+    # ---- parent groups ------------------------------------------------------------------------
+
+    def _family(self, parent: str, children: list[Gang]) -> list[Decision]:
+        if any(self._is_admitted(child) for child in children):
+            return [d for child in children if (d := self._gang(child)) is not None]
+        namespace = children[0].key.namespace
+        parent_gang = self.st.gang(GangKey(namespace, parent))
+        needed = max(1, parent_gang.min_member) if parent_gang is not None else max(2, len(children))
+        decisions: list[Decision] = []
+        ready: list[tuple[Gang, list[Pod], list[Pod]]] = []
+        details: list[str] = []
+        waiting: list[Gang] = []
+        unready: list[tuple[Gang, Reason, str]] = []  # children not ready, when the others are enough
+        for child in children:
+            if child.key in self.victims:
+                continue
+            invalid = invalid_spec(child)
+            if invalid is not None:
+                decisions.append(Reject(child.key, Reason.INVALID_SPEC, invalid))
+                details.append(msg.sibling_detail(child.key.name, "invalid"))
+                continue
+            waiting.append(child)
+            live = [m for m in child.members if is_live(m)]
+            if len(live) < child.min_member:
+                text = msg.waiting_for_members(len(live), child.min_member)
+                details.append(msg.sibling_detail(child.key.name, text))
+                unready.append((child, Reason.WAITING_FOR_MEMBERS, text))
+                continue
+            gates = sorted({g for m in live for g in m.foreign_gates})
+            if gates:
+                text = msg.foreign_gates(gates)
+                details.append(msg.sibling_detail(child.key.name, text))
+                unready.append((child, Reason.FOREIGN_GATES, text))
+                continue
+            pending = sorted((m for m in live if m.gated and m.uid not in child.admitted), key=member_order)
+            others = len(live) - len(pending)
+            required_n = max(0, child.min_member - others)
+            allowed = len(pending) if child.max_member is None else max(required_n, child.max_member - others)
+            ready.append((child, pending[:required_n], pending[required_n:allowed]))
+        if len(ready) < needed:
+            text = msg.waiting_for_siblings(parent, len(ready), needed, details)
+            decisions.extend(
+                self._wait(child, Reason.WAITING_FOR_PARENT, text, self._timed_out(child))
+                for child in waiting
+            )
+            return decisions
+        for child, reason, text in unready:
+            decisions.append(self._wait(child, reason, text, self._timed_out(child)))
+        required = [p for _, req, _ in ready for p in req]
+        extra = [p for _, _, ext in ready for p in ext]
+        nodes = self._try_place(required, extra)
+        if nodes is not None:
+            for child, req, ext in ready:
+                pods = [p for p in (*req, *ext) if p.uid in nodes]
+                text = msg.family_admitted(
+                    parent,
+                    msg.admitted(
+                        self._counts(pods, nodes), child.placement == Placement.PINNED, self.cfg.message_nodes
+                    ),
+                )
+                decisions.append(self._admit_decision(child, pods, nodes, text))
+            return decisions
+        items = self._items(self._groups(required))
+        never = self._never_fits(items)
+        reason = Reason.UNSCHEDULABLE if never is not None else Reason.INSUFFICIENT_CAPACITY
+        text = never if never is not None else self._shortfall(items)
+        text = msg.family_waits(parent, text)
+        decisions.extend(self._wait(child, reason, text, self._timed_out(child)) for child, _, _ in ready)
+        return decisions

@@ -1,0 +1,68 @@
+"""Pod shapes: members with equal requests and equal constraints are interchangeable for placement.
+
+A gang of 256 identical workers is one shape × 256, so placement counts how many fit per node
+arithmetically instead of trying pods one by one. Shapes are interned per pass; their ids follow the
+order in which the pass first meets them, which is deterministic.
+"""
+
+from __future__ import annotations
+
+from controller.core.capacity import GPU, ResourceIndex, Vector
+from controller.core.fit import Constraints, Eligibility, Mask
+from controller.core.model import Pod
+
+
+class Shape:
+    __slots__ = ("cons", "gpu", "id", "mask", "missing", "requests", "size", "vec")
+
+    def __init__(
+        self,
+        shape_id: int,
+        vec: Vector,
+        missing: tuple[str, ...],
+        cons: Constraints,
+        mask: Mask,
+        requests: tuple[tuple[str, int], ...],
+    ) -> None:
+        self.id = shape_id
+        self.vec = vec
+        self.missing = missing  # requested resources no node has: this shape fits nowhere
+        self.cons = cons
+        self.mask = mask
+        self.requests = requests  # sorted (name, amount), for messages
+        self.gpu = next((a for r, a in vec if r == GPU), 0)
+        amounts = dict(requests)
+        # Biggest first: GPUs, then cpu, then memory, then everything else by name.
+        self.size: tuple[int, ...] = (
+            -self.gpu,
+            -amounts.get("cpu", 0),
+            -amounts.get("memory", 0),
+            *(-a for _, a in requests),
+            shape_id,
+        )
+
+    def __repr__(self) -> str:
+        return f"Shape({self.id}, {dict(self.requests)})"
+
+
+class ShapeBook:
+    def __init__(self, resources: ResourceIndex, eligibility: Eligibility) -> None:
+        self.resources = resources
+        self.eligibility = eligibility
+        self._by_key: dict[tuple[tuple[tuple[str, int], ...], Constraints], Shape] = {}
+        self._by_uid: dict[str, Shape] = {}
+
+    def of(self, pod: Pod) -> Shape:
+        found = self._by_uid.get(pod.uid)
+        if found is not None:
+            return found
+        requests = tuple(sorted((k, v) for k, v in pod.requests.items() if k != "pods" and v > 0))
+        cons = Constraints.of(pod)
+        key = (requests, cons)
+        shape = self._by_key.get(key)
+        if shape is None:
+            vec, missing = self.resources.vector(dict(requests))
+            shape = Shape(len(self._by_key), vec, missing, cons, self.eligibility.mask(cons), requests)
+            self._by_key[key] = shape
+        self._by_uid[pod.uid] = shape
+        return shape

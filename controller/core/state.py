@@ -1,0 +1,223 @@
+"""Everything one planning pass derives from a snapshot before deciding: sorted nodes, the resource
+index, constraint masks, pod shapes and the free room on every node.
+
+Used room on a node (DESIGN "capacity"):
+
+- every pod of ``snapshot.pods`` that holds capacity (bound or nominated, not finished; any
+  namespace), plus bound gang members missing from ``snapshot.pods``;
+- admitted-but-unbound gang members (``Gang.admitted``: reservations; a member already bound or
+  nominated is not counted twice; an unpinned one is counted on ``Gang.booked``);
+- ``Gang.held`` rooms of preemptors: booked lazily, only once the pass reaches gangs of lower
+  priority than the holder (the holder itself, and anything of higher or equal priority, may use it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controller.core.capacity import GPU, Capacity, ResourceIndex, Vector
+from controller.core.config import PlannerConfig
+from controller.core.fit import Eligibility
+from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
+from controller.core.ordering import gang_order
+from controller.core.placement import FitMemo
+from controller.core.shapes import ShapeBook
+
+
+def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
+    out: list[Node] = []
+    seen: set[str] = set()
+    for node in sorted(nodes, key=lambda n: n.name):
+        if node.name not in seen:
+            seen.add(node.name)
+            out.append(node)
+    return out
+
+
+def unique_gangs(gangs: Iterable[Gang]) -> list[Gang]:
+    """Gangs in planning order, one per key."""
+    out: list[Gang] = []
+    seen: set[tuple[str, str]] = set()
+    for gang in sorted(gangs, key=gang_order):
+        key = (gang.key.namespace, gang.key.name)
+        if key not in seen:
+            seen.add(key)
+            out.append(gang)
+    return out
+
+
+def is_live(pod: Pod) -> bool:
+    return not pod.finished and not pod.terminating
+
+
+class PassState:
+    def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.now = snapshot.now
+        self.nodes = _unique_nodes(snapshot.nodes)
+        self.names = [node.name for node in self.nodes]
+        self.node_index = {name: i for i, name in enumerate(self.names)}
+        resource_names: set[str] = set()
+        for node in self.nodes:
+            resource_names.update(node.allocatable)
+        self.resources = ResourceIndex(config.gpu_resource, resource_names)
+        width = len(self.resources)
+        index = self.resources.index
+        self.alloc: list[list[int]] = []
+        for node in self.nodes:
+            row = [0] * width
+            for name, amount in node.allocatable.items():
+                row[index[name]] = amount
+            self.alloc.append(row)
+        self.eligibility = Eligibility(self.nodes)
+        self.shapes = ShapeBook(self.resources, self.eligibility)
+        self.gangs = unique_gangs(snapshot.gangs)
+        self._gang_by_key: dict[GangKey, Gang] | None = None
+
+        # uid -> (node, request) of everything that holds room, for exact release in victim search
+        self.booked: dict[str, tuple[int, Vector]] = {}
+        self.permanent: dict[int, list[int]] = {}  # node -> room taken by pods that never end
+        self.terminating: dict[int, int] = {}  # node -> terminating pods still holding room there
+        self.min_running_priority: int | None = None
+        free = [list(row) for row in self.alloc]
+        self._count_usage(free)
+        domains = []
+        for label in (config.rack_label, config.zone_label):
+            per_node = [node.labels.get(label) for node in self.nodes]
+            if any(value is not None for value in per_node):
+                domains.append(per_node)
+        max_gpus = max((row[GPU] for row in self.alloc), default=0)
+        self.capacity = Capacity(self.names, free, self.eligibility.candidate, max_gpus, domains)
+        self.memo = FitMemo()
+        self._held = self._collect_held()
+        self._drained: list[list[int]] | None = None
+
+    # ---- usage -------------------------------------------------------------------------------
+
+    def _take(self, free: list[list[int]], pod: Pod, node: str | None) -> None:
+        """Count `pod` on `node` (if the node is known)."""
+        if node is None:
+            return
+        i = self.node_index.get(node)
+        if i is None:
+            return
+        vec = self.resources.vector(pod.requests)[0]
+        row = free[i]
+        for r, a in vec:
+            row[r] -= a
+        self.booked[pod.uid] = (i, vec)
+        self._note(i, pod, vec)
+
+    def _note(self, i: int, pod: Pod, vec: Vector) -> None:
+        if pod.terminating:
+            self.terminating[i] = self.terminating.get(i, 0) + 1
+        owner = pod.owner
+        if owner is not None and owner.kind in self.config.permanent_owner_kinds:
+            perm = self.permanent.setdefault(i, [0] * len(self.resources))
+            for r, a in vec:
+                perm[r] += a
+
+    def _count_usage(self, free: list[list[int]]) -> None:
+        booked = self.booked
+        index_get = self.node_index.get
+        vector = self.resources.vector
+        permanent_kinds = frozenset(self.config.permanent_owner_kinds)
+        lowest: int | None = None
+        # The hot loop (50,000 pods): everything local, the rare cases in _note.
+        for pod in self.snapshot.pods:
+            node = pod.node_name or pod.nominated_node
+            if node is None:
+                continue
+            phase = pod.phase
+            if phase == "Succeeded" or phase == "Failed":  # noqa: PLR1714 - hot path
+                continue
+            uid = pod.uid
+            if uid in booked:
+                continue
+            i = index_get(node)
+            if i is None:
+                continue
+            vec = vector(pod.requests)[0]
+            row = free[i]
+            for r, a in vec:
+                row[r] -= a
+            booked[uid] = (i, vec)
+            owner = pod.owner
+            if pod.terminating or (owner is not None and owner.kind in permanent_kinds):
+                self._note(i, pod, vec)
+            if lowest is None or pod.priority < lowest:
+                lowest = pod.priority
+        for gang in self.gangs:
+            running = False
+            for member in gang.members:
+                if member.node_name is None and member.nominated_node is None:
+                    continue
+                if member.uid not in booked and not member.finished:
+                    self._take(free, member, member.node_name or member.nominated_node)
+                running = running or member.uid in booked
+            if running and (lowest is None or gang.priority < lowest):
+                lowest = gang.priority
+            admitted = gang.admitted
+            if not admitted or all(uid in booked for uid in admitted):
+                continue
+            members = {m.uid: m for m in gang.members}
+            for uid, node_name in admitted.items():
+                reserved = members.get(uid)
+                if reserved is None or uid in booked or not is_live(reserved):
+                    continue
+                self._take(free, reserved, node_name or gang.booked.get(uid))
+        self.min_running_priority = lowest
+
+    def _collect_held(self) -> list[tuple[int, GangKey, list[tuple[int, Vector]]]]:
+        held = []
+        for gang in self.gangs:
+            if not gang.held or gang.admitted or gang.admitted_at is not None:
+                continue
+            members = {m.uid: m for m in gang.members}
+            rooms = []
+            for uid, node in sorted(gang.held.items()):
+                pod = members.get(uid)
+                if pod is None or not is_live(pod) or uid in self.booked or node is None:
+                    continue
+                i = self.node_index.get(node)
+                if i is not None:
+                    rooms.append((i, self.resources.vector(pod.requests)[0]))
+            if rooms:
+                held.append((gang.priority, gang.key, rooms))
+        return held
+
+    def gang(self, key: GangKey) -> Gang | None:
+        if self._gang_by_key is None:
+            self._gang_by_key = {gang.key: gang for gang in self.gangs}
+        return self._gang_by_key.get(key)
+
+    def book_held_above(self, priority: int) -> None:
+        """Book the held rooms of every holder whose priority is above `priority`."""
+        if not self._held:
+            return
+        keep = []
+        for holder_priority, key, rooms in self._held:
+            if holder_priority > priority:
+                for i, vec in rooms:
+                    self.capacity.book(i, vec)
+            else:
+                keep.append((holder_priority, key, rooms))
+        self._held = keep
+
+    def drop_held(self, key: GangKey) -> None:
+        """The holder was admitted, or preempted anew, in this pass: its old room is not booked."""
+        self._held = [entry for entry in self._held if entry[1] != key]
+
+    # ---- rooms that never free up ---------------------------------------------------------------
+
+    def drained(self) -> list[list[int]]:
+        """Per node: allocatable minus the room of pods that never end (DaemonSets)."""
+        if self._drained is None:
+            rows = [list(row) for row in self.alloc]
+            for i, perm in self.permanent.items():
+                row = rows[i]
+                for r, a in enumerate(perm):
+                    row[r] -= a
+            self._drained = rows
+        return self._drained

@@ -1,0 +1,78 @@
+"""Kubernetes Events on PodGroups, de-duplicated so a waiting gang does not spam its history."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from controller.kube import ApiError, Kube
+from controller.resources import EVENTS
+from controller.status import iso
+from controller.store import PodGroupRecord
+
+log = logging.getLogger(__name__)
+COMPONENT = "phalanx-controller"
+
+
+class EventRecorder:
+    def __init__(self, kube: Kube, clock: Callable[[], float], instance: str) -> None:
+        self._kube = kube
+        self._clock = clock
+        self._instance = instance
+        # (podgroup uid, reason) -> last message; an Event is sent when the message changes.
+        self._last: dict[tuple[str, str], str] = {}
+
+    def seen(self, record: PodGroupRecord, reason: str, message: str) -> bool:
+        return self._last.get((record.uid, reason)) == message
+
+    async def emit(
+        self,
+        record: PodGroupRecord,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        dedupe: str | None = None,
+    ) -> None:
+        """Send an Event unless the last one for (PodGroup, reason) said the same.
+
+        ``dedupe`` replaces the message as the thing compared, e.g. the waiting reason, so that a
+        waiting gang whose numbers change does not add an Event on every pass.
+        """
+        marker = dedupe if dedupe is not None else message
+        if self.seen(record, reason, marker):
+            return
+        self._last[(record.uid, reason)] = marker
+        now = iso(self._clock())
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{record.name}.{uuid.uuid4().hex[:12]}", "namespace": record.namespace},
+            "involvedObject": {
+                "apiVersion": record.rt.api_version,
+                "kind": record.rt.kind,
+                "name": record.name,
+                "namespace": record.namespace,
+                "uid": record.uid,
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self._kube.create(EVENTS, record.namespace, body)
+        except ApiError as err:  # events are best effort; never fail a reconcile for one
+            log.warning(
+                "event not recorded",
+                extra={"podgroup": f"{record.namespace}/{record.name}", "error": str(err)},
+            )
+
+    def forget(self, uid: str) -> None:
+        for key in [k for k in self._last if k[0] == uid]:
+            del self._last[key]

@@ -1,0 +1,185 @@
+"""Assemble the core's Snapshot from the store: PodGroups + members -> Gang records.
+
+Pure (reads the store, does no I/O). Where a value can come from several places the precedence is
+written once here: PodGroup spec, then Phalanx annotations (PodGroup, then members), then what the
+webhook inferred from the workload, then the configured default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from controller import admission_record
+from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
+from controller.store import PodGroupRecord, Store
+from shared import constants as c
+
+
+@dataclass(frozen=True, slots=True)
+class GangView:
+    """A gang as the shell sees it: the core's record plus the PodGroup it came from."""
+
+    gang: Gang
+    podgroup: PodGroupRecord
+    members: tuple[Pod, ...]
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def member_annotation(members: Iterable[Pod], key: str) -> str | None:
+    values = sorted({p.annotations[key] for p in members if key in p.annotations})
+    return values[0] if values else None
+
+
+def inferred_min_member(members: Iterable[Pod]) -> int | None:
+    """What the members themselves say the gang size is (user override, then inferred)."""
+    members = list(members)
+    for key in (c.MIN_MEMBER_ANNOTATION, c.INFERRED_MIN_MEMBER_ANNOTATION):
+        value = _int(member_annotation(members, key))
+        if value:
+            return value
+    sizes = [_int(p.labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL)) for p in members]
+    known = [s for s in sizes if s]
+    return max(known) if known else None
+
+
+def creatable(members: Iterable[Pod]) -> int | None:
+    """How many members the gang's workloads can create at once (None when unknown).
+
+    Each controlling owner contributes the size the webhook inferred from its spec; bare pods
+    count one each. A chief Pod plus a 4-replica worker StatefulSet can create 5.
+    """
+    by_owner: dict[str, int | None] = {}
+    bare = 0
+    members = list(members)
+    if not members:
+        return None  # nothing created yet: the workload may still be on its way
+    for pod in members:
+        if pod.owner is None:
+            bare += 1
+            continue
+        size = _int(pod.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
+        previous = by_owner.get(pod.owner.uid, 0)
+        by_owner[pod.owner.uid] = None if size is None or previous is None else max(previous, size)
+    if any(v is None for v in by_owner.values()):
+        return None
+    return bare + sum(v for v in by_owner.values() if v is not None)
+
+
+def gang_priority(record: PodGroupRecord, members: Iterable[Pod], store: Store) -> tuple[int, str]:
+    """(priority, preemptionPolicy): the PodGroup's class or integer, else the members' highest."""
+    class_name = record.spec.get("priorityClassName")
+    if isinstance(class_name, str) and class_name in store.priority_classes:
+        pc = store.priority_classes[class_name]
+        return pc.value, pc.preemption_policy
+    explicit = _int(record.spec.get("priority"))
+    if explicit is not None:
+        return explicit, "PreemptLowerPriority"
+    members = list(members)
+    return max((p.priority for p in members), default=0), "PreemptLowerPriority"
+
+
+def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
+    for value in (
+        record.spec.get("scheduleTimeoutSeconds"),
+        record.annotations.get(c.SCHEDULE_TIMEOUT_ANNOTATION),
+        member_annotation(members, c.SCHEDULE_TIMEOUT_ANNOTATION),
+    ):
+        seconds = _int(value)
+        if seconds and seconds > 0:
+            return float(seconds)
+    return None
+
+
+def _placement(record: PodGroupRecord, members: list[Pod]) -> Placement:
+    value = record.annotations.get(c.PLACEMENT_ANNOTATION) or member_annotation(
+        members, c.PLACEMENT_ANNOTATION
+    )
+    return Placement.FREE if value == c.PLACEMENT_FREE else Placement.PINNED
+
+
+def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
+    for source in (record.labels, record.annotations):
+        if source.get(c.PREEMPTIBLE, "").lower() == "false":
+            return False
+    return all(p.preemptible for p in members)
+
+
+def view(record: PodGroupRecord, store: Store) -> GangView:
+    members = store.members(record.key)
+    priority, policy = gang_priority(record, members, store)
+    admission = admission_record.decode(record.annotations)
+    assumed = store.assumed.get(record.key)
+    admitted: dict[str, str | None] = dict(admission.placement) if admission else {}
+    booked: dict[str, str] = dict(admission.booked) if admission else {}
+    admitted_at = admission.at if admission else None
+    if assumed is not None:
+        admitted.update(assumed.placement)
+        booked.update(assumed.booked)
+        admitted_at = admitted_at or assumed.at
+    live = {p.uid for p in members}
+    hold = store.holds.get(record.key)
+    if (
+        admitted_at is not None
+        and not (set(admitted) & live)
+        and not any(p.bound or p.finished for p in members)
+    ):
+        # Every admitted member is gone (evicted as a victim, rolled back): the gang re-queues whole.
+        admitted_at = None
+    first_member = min((p.created for p in members), default=record.created)
+    gang = Gang(
+        key=record.key,
+        min_member=_int(record.spec.get("minMember")) or 0,
+        max_member=_int(record.spec.get("maxMember")),
+        members=tuple(members),
+        priority=priority,
+        created=min(first_member, record.created) if record.created else first_member,
+        schedule_timeout=_timeout(record, members),
+        placement=_placement(record, members),
+        preemptible=_preemptible(record, members),
+        preemption_policy=policy,
+        creatable=creatable(members),
+        admitted={uid: node for uid, node in admitted.items() if uid in live},
+        booked={uid: node for uid, node in booked.items() if uid in live},
+        admitted_at=admitted_at,
+        parent=record.spec.get("parentPodGroup") or None,
+        queue=record.spec.get("queue") or None,
+        held=dict(hold.placement) if hold else {},
+        held_since=hold.at if hold else None,
+    )
+    return GangView(gang, record, tuple(members))
+
+
+def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView]]:
+    views = {}
+    for key in sorted(store.gang_keys(), key=lambda k: (k.namespace, k.name)):
+        record = store.podgroup(key)
+        if record is None:
+            continue
+        # Phalanx manages gangs in opted-in namespaces, and any gang it gated (a namespace that
+        # opted out later must not strand its gated pods). Other PodGroups are not its business.
+        if key.namespace in store.opted_in or any(p.gated for p in store.members(key)):
+            views[key] = view(record, store)
+    pods = []
+    for pod in store.pods.values():
+        budget = next((f"{b.namespace}/{b.name}" for b in store.budgets.values() if b.selects(pod)), None)
+        pods.append(pod if budget is None else _with_budget(pod, budget))
+    snap = Snapshot(
+        nodes=tuple(sorted(store.nodes.values(), key=lambda n: n.name)),
+        pods=tuple(sorted(pods, key=lambda p: p.uid)),
+        gangs=tuple(v.gang for v in views.values()),
+        now=now,
+        opted_in_namespaces=frozenset(store.opted_in),
+        disruptions_allowed={k: b.disruptions_allowed for k, b in store.budgets.items()},
+    )
+    return snap, views
+
+
+def _with_budget(pod: Pod, budget: str) -> Pod:
+    return replace(pod, disruption_budget=budget)

@@ -1,0 +1,242 @@
+"""The one module that talks to the API server.
+
+A thin, typed adapter over kubernetes-asyncio's authenticated transport that sends and returns
+plain JSON dicts (parsed with orjson), so the rest of the controller never sees generated model
+classes -- they are slow to build and hide fields. Everything else depends on the ``Kube``
+Protocol, so tests can swap in a fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal, Protocol
+
+import orjson
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from controller.resources import ResourceType
+
+log = logging.getLogger(__name__)
+
+PatchType = Literal["merge", "json", "strategic"]
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+JSON = dict[str, Any]
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server, with its Status message."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+class Kube(Protocol):
+    async def list(self, rt: ResourceType, namespace: str | None = None) -> tuple[list[JSON], str]: ...
+
+    def watch(self, rt: ResourceType, resource_version: str, timeout_seconds: int) -> AsyncIterator[JSON]: ...
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JSON: ...
+
+    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JSON: ...
+
+    async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+    ) -> JSON: ...
+
+    async def replace(
+        self, rt: ResourceType, namespace: str | None, name: str, body: Mapping[str, Any]
+    ) -> JSON: ...
+
+    async def delete(
+        self, rt: ResourceType, namespace: str | None, name: str, uid: str | None = None
+    ) -> None: ...
+
+    async def evict(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
+
+    async def served(self, rt: ResourceType) -> bool: ...
+
+
+def _error(status: int, body: bytes) -> ApiError:
+    try:
+        parsed = orjson.loads(body)
+        return ApiError(status, str(parsed.get("reason", "")), str(parsed.get("message", "")))
+    except orjson.JSONDecodeError:
+        return ApiError(status, "", body[:300].decode(errors="replace"))
+
+
+class KubeClient:
+    """``Kube`` over kubernetes-asyncio (kubeconfig or in-cluster service account)."""
+
+    def __init__(self, api: client.ApiClient, list_page_size: int = 1000) -> None:
+        self._api = api
+        self._page = list_page_size
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, qps_connections: int = 100) -> KubeClient:
+        configuration = client.Configuration()
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        # Gate lifts go out concurrently: allow enough parallel connections.
+        configuration.connection_pool_maxsize = qps_connections
+        return cls(client.ApiClient(configuration))
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = 30.0,
+    ) -> Any:
+        try:
+            response = await self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=timeout,
+            )
+        except ApiException as err:
+            raw = err.body if isinstance(err.body, bytes) else str(err.body or err.reason).encode()
+            raise _error(int(err.status or 0), raw) from None
+        return response
+
+    async def _json(self, method: str, path: str, **kwargs: Any) -> JSON:
+        response = await self._request(method, path, **kwargs)
+        data = await response.read()
+        result: JSON = orjson.loads(data) if data else {}
+        return result
+
+    async def list(self, rt: ResourceType, namespace: str | None = None) -> tuple[list[JSON], str]:
+        items: list[JSON] = []
+        token = ""
+        while True:
+            query = [("limit", str(self._page))]
+            if token:
+                query.append(("continue", token))
+            page = await self._json("GET", rt.path(namespace), query=query, timeout=120.0)
+            items.extend(page.get("items") or [])
+            token = page.get("metadata", {}).get("continue") or ""
+            if not token:
+                return items, str(page.get("metadata", {}).get("resourceVersion", ""))
+
+    async def watch(
+        self, rt: ResourceType, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[JSON]:
+        query = [
+            ("watch", "1"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        response = await self._request("GET", rt.path(), query=query, timeout=timeout_seconds + 30)
+        try:
+            async for line in response.content:
+                if line.strip():
+                    yield orjson.loads(line)
+        finally:
+            response.release()
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JSON:
+        return await self._json("GET", rt.path(namespace, name))
+
+    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JSON:
+        return await self._json("POST", rt.path(namespace), body=dict(body))
+
+    async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        patch_type: PatchType = "merge",
+        subresource: str | None = None,
+    ) -> JSON:
+        return await self._json(
+            "PATCH",
+            rt.path(namespace, name, subresource),
+            body=body,
+            content_type=_PATCH_CONTENT_TYPES[patch_type],
+        )
+
+    async def replace(
+        self, rt: ResourceType, namespace: str | None, name: str, body: Mapping[str, Any]
+    ) -> JSON:
+        return await self._json("PUT", rt.path(namespace, name), body=dict(body))
+
+    async def delete(
+        self, rt: ResourceType, namespace: str | None, name: str, uid: str | None = None
+    ) -> None:
+        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}  # never delete a newer object of the same name
+        await self._json("DELETE", rt.path(namespace, name), body=body)
+
+    async def evict(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        body: JSON = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if grace_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
+        await self._json("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
+
+    async def served(self, rt: ResourceType) -> bool:
+        path = f"/apis/{rt.group}/{rt.version}" if rt.group else f"/api/{rt.version}"
+        try:
+            resources = await self._json("GET", path)
+        except ApiError as err:
+            if err.status in (403, 404, 503):
+                return False
+            raise
+        return any(r.get("name") == rt.plural for r in resources.get("resources", []))
+
+
+async def gather_limited(limit: int, *coros: Any) -> list[Any]:
+    """asyncio.gather with at most ``limit`` in flight, returning exceptions instead of raising."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def run(coro: Any) -> Any:
+        async with semaphore:
+            return await coro
+
+    return await asyncio.gather(*(run(c) for c in coros), return_exceptions=True)

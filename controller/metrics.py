@@ -1,0 +1,54 @@
+"""Prometheus metrics of the controller (own registry, so tests can build many controllers)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SLOW = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
+
+
+class ControllerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.gang_wait = Histogram(
+            "phalanx_gang_wait_seconds",
+            "From a gang's first member to its admission",
+            buckets=_SLOW,
+            registry=r,
+        )
+        self.admission_latency = Histogram(
+            "phalanx_admission_latency_seconds",
+            "From the admission decision to the last gate lifted",
+            buckets=_FAST,
+            registry=r,
+        )
+        self.gate_spread = Histogram(
+            "phalanx_gate_lift_spread_seconds",
+            "Between the first and the last gate removal of one admission",
+            buckets=_FAST,
+            registry=r,
+        )
+        self.pending = Gauge("phalanx_pending_gangs", "Gangs not admitted, by reason", ["reason"], registry=r)
+        self.admissions = Counter("phalanx_admissions_total", "Gangs admitted", registry=r)
+        self.rollbacks = Counter(
+            "phalanx_rollbacks_total", "Admissions rolled back (bind timeout)", registry=r
+        )
+        self.timeouts = Counter(
+            "phalanx_schedule_timeouts_total", "Gangs that hit their schedule timeout", registry=r
+        )
+        self.reconcile_errors = Counter(
+            "phalanx_reconcile_errors_total", "Failed reconcile passes", registry=r
+        )
+        self.queue_depth = Gauge("phalanx_workqueue_depth", "Keys waiting in the work queue", registry=r)
+        self.pass_duration = Histogram(
+            "phalanx_planning_pass_seconds", "One planning pass (snapshot + plan)", buckets=_FAST, registry=r
+        )
+        self.preemptions = Counter(
+            "phalanx_preemptions_total", "Gangs or pods evicted as victims", registry=r
+        )
+        self.preempted_gpu_seconds = Counter(
+            "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=r
+        )
+        self.status_writes = Counter("phalanx_status_writes_total", "PodGroup status updates", registry=r)

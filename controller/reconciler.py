@@ -1,0 +1,226 @@
+"""The level-triggered reconcile loop.
+
+Watch events only mark gangs dirty (``on_change``); a pass re-reads everything from the store,
+plans with the pure core over *all* gangs (order and backfill need the global view), carries out
+the plan, and writes each PodGroup's status where it changed. A failed pass is retried with
+backoff; timers re-queue gangs whose schedule or bind timeout is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable
+
+from controller import gangs, status
+from controller.core.config import PlannerConfig
+from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
+from controller.core.planner import plan
+from controller.events import EventRecorder
+from controller.executor import Executor
+from controller.gangs import GangView
+from controller.kube import ApiError, Kube
+from controller.metrics import ControllerMetrics
+from controller.podgroups import PodGroupFactory
+from controller.store import Store
+from controller.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+REPLAN = "*"  # queue key: capacity changed, no particular gang
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        store: Store,
+        queue: WorkQueue,
+        executor: Executor,
+        events: EventRecorder,
+        metrics: ControllerMetrics,
+        planner: PlannerConfig,
+        clock: Callable[[], float],
+        bind_timeout: float = 60.0,
+        timeout_action: str = "report",
+    ) -> None:
+        self.kube = kube
+        self.store = store
+        self.queue = queue
+        self.executor = executor
+        self.events = events
+        self.metrics = metrics
+        self.planner = planner
+        self.clock = clock
+        self.bind_timeout = bind_timeout
+        self.timeout_action = timeout_action
+        self.podgroups = PodGroupFactory(kube, store)
+        self.passes = 0
+        store.listeners.append(self.on_change)
+
+    def on_change(self, key: GangKey | None) -> None:
+        self.queue.add(key if key is not None else REPLAN)
+
+    async def run(self, leading: asyncio.Event) -> None:
+        while True:
+            batch = await self.queue.get_batch()
+            self.metrics.queue_depth.set(self.queue.depth)
+            if not leading.is_set():
+                continue  # standby: informers stay warm, nothing is written
+            try:
+                failed = await self.reconcile(batch)
+            except Exception:
+                log.exception("reconcile pass failed")
+                self.metrics.reconcile_errors.inc()
+                self.queue.add_rate_limited(REPLAN)
+                continue
+            for key in failed:
+                self.metrics.reconcile_errors.inc()
+                self.queue.add_rate_limited(key)
+            for key in batch:
+                if key not in failed:
+                    self.queue.forget(key)
+
+    async def reconcile(self, batch: set[Hashable]) -> set[Hashable]:
+        """One pass. Returns the keys whose work failed (to retry with backoff)."""
+        self.passes += 1
+        failed: set[Hashable] = set()
+        for key in sorted((k for k in batch if isinstance(k, GangKey)), key=str):
+            try:
+                await self.podgroups.ensure(key)
+            except ApiError as err:
+                log.warning("podgroup not created", extra={"gang": str(key), "error": str(err)})
+                failed.add(key)
+
+        now = self.clock()
+        started = time.perf_counter()
+        snapshot, views = gangs.snapshot(self.store, now)
+        the_plan = plan(snapshot, self.planner)
+        self.metrics.pass_duration.observe(time.perf_counter() - started)
+        decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
+
+        for key, view in views.items():
+            try:
+                await self.executor.finish_admission(view)
+            except Exception as err:
+                log.warning("finishing admission failed", extra={"gang": str(key), "error": str(err)})
+                failed.add(key)
+
+        for key, decision in decisions.items():
+            target = views.get(key)
+            if target is None:
+                continue
+            try:
+                if isinstance(decision, Admit):
+                    await self.executor.admit(target, decision.placement, decision.booked, decision.message)
+                elif isinstance(decision, Preempt):
+                    await self.executor.preempt(target, decision, views)
+            except Exception as err:
+                log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
+                failed.add(key)
+
+        await self._bind_timeouts(views, decisions, now, failed)
+        await self._timeouts(views, decisions, now)
+        await self._write_statuses(views, decisions, now, failed)
+        self._release_stale_holds(views, decisions, now)
+        return failed
+
+    async def _bind_timeouts(
+        self,
+        views: dict[GangKey, GangView],
+        decisions: dict[GangKey, Decision],
+        now: float,
+        failed: set[Hashable],
+    ) -> None:
+        for key, view in views.items():
+            gang = view.gang
+            if gang.admitted_at is None or (key in decisions and isinstance(decisions[key], Admit)):
+                continue
+            bound = sum(1 for p in view.members if p.bound and not p.finished)
+            finished = sum(1 for p in view.members if p.finished)
+            if bound + finished >= gang.min_member:
+                continue
+            due = gang.admitted_at + self.bind_timeout
+            if now < due:
+                self.queue.add_after(key, due - now + 0.05)
+                continue
+            try:
+                await self.executor.roll_back(
+                    view,
+                    f"only {bound} of {gang.min_member} admitted members bound "
+                    f"within {self.bind_timeout:.0f}s",
+                )
+            except Exception as err:
+                log.warning("rollback failed", extra={"gang": str(key), "error": str(err)})
+                failed.add(key)
+
+    async def _timeouts(
+        self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float
+    ) -> None:
+        for key, decision in decisions.items():
+            if not isinstance(decision, Wait) or key not in views:
+                continue
+            view = views[key]
+            timeout = view.gang.schedule_timeout or self.planner.default_schedule_timeout
+            if decision.timed_out:
+                if not self.events.seen(view.podgroup, "TimedOut", "timed out"):
+                    self.metrics.timeouts.inc()
+                    await self.events.emit(
+                        view.podgroup, "TimedOut", decision.message, warning=True, dedupe="timed out"
+                    )
+                    if self.timeout_action == "release":
+                        await self.executor.give_up(view, f"not admitted within {timeout:.0f}s")
+            elif timeout:
+                self.queue.add_after(key, view.gang.created + timeout - now + 0.05)
+
+    async def _write_statuses(
+        self,
+        views: dict[GangKey, GangView],
+        decisions: dict[GangKey, Decision],
+        now: float,
+        failed: set[Hashable],
+    ) -> None:
+        pending: Counter[str] = Counter()
+        for key, view in views.items():
+            decision = decisions.get(key)
+            wanted = status.desired(view, decision, now)
+            if wanted["phase"] in ("Pending", "Failed") and not isinstance(decision, Admit):
+                pending[str(wanted["reason"])] += 1
+            if isinstance(decision, (Wait, Reject)) and not decision_timed_out(decision):
+                await self.events.emit(
+                    view.podgroup,
+                    "Waiting" if isinstance(decision, Wait) else "Rejected",
+                    decision.message,
+                    warning=isinstance(decision, Reject),
+                    dedupe=decision.reason.value,
+                )
+            if not status.differs(view.podgroup.status, wanted):
+                continue
+            try:
+                await self.kube.patch(
+                    view.podgroup.rt, key.namespace, key.name, {"status": wanted}, subresource="status"
+                )
+                self.metrics.status_writes.inc()
+                view.podgroup.status.update(wanted)  # avoid rewriting before the informer catches up
+            except ApiError as err:
+                if not err.not_found:
+                    log.warning("status not written", extra={"gang": str(key), "error": str(err)})
+                    failed.add(key)
+        self.metrics.pending.clear()
+        for reason, count in pending.items():
+            self.metrics.pending.labels(reason=reason).set(count)
+
+    def _release_stale_holds(
+        self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float
+    ) -> None:
+        for key in list(self.store.holds):
+            hold = self.store.holds[key]
+            decision = decisions.get(key)
+            admitted = key in views and views[key].gang.admitted
+            if admitted or key not in views or now - hold.at > 300 or isinstance(decision, Admit):
+                del self.store.holds[key]
+
+
+def decision_timed_out(decision: Decision) -> bool:
+    return isinstance(decision, Wait) and decision.timed_out

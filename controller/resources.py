@@ -1,0 +1,56 @@
+"""The API resources the controller reads and writes, and their URL paths."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared import constants as c
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group or 'core'}"
+
+
+NODES = ResourceType("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
+PODS = ResourceType("", "v1", "pods", "Pod")
+EVENTS = ResourceType("", "v1", "events", "Event")
+PRIORITY_CLASSES = ResourceType(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)
+PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
+JOBS = ResourceType("batch", "v1", "jobs", "Job")
+WORKLOADS = ResourceType("scheduling.k8s.io", "v1alpha1", "workloads", "Workload")
+
+# PodGroup kinds Phalanx serves. The first is where it creates PodGroups; the others are adopted
+# when a user applies them (manifests written for current scheduler-plugins or for KAI).
+PODGROUPS = ResourceType(c.PODGROUP_GROUP, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, c.PODGROUP_KIND)
+PODGROUPS_X_K8S = ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+PODGROUPS_KAI = ResourceType("scheduling.run.ai", "v2", "podgroups", "PodGroup")
+PODGROUP_TYPES = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI)

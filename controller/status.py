@@ -1,0 +1,104 @@
+"""What a PodGroup's status should say, computed from its members and the plan's decision.
+
+Pure. The reconciler writes the result only when it differs from what is stored, so a steady
+cluster causes no writes at all (no update storms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.core.model import Admit, Decision, Preempt, Reason, Reject, Wait
+from controller.gangs import GangView
+
+CONDITION = "Admitted"
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def counts(view: GangView) -> dict[str, int]:
+    live = [p for p in view.members if not p.terminating]
+    return {
+        "members": len(live),
+        "gated": sum(1 for p in live if p.gated),
+        "scheduled": sum(1 for p in live if p.bound and not p.finished),
+        "running": sum(1 for p in live if p.phase == "Running"),
+        "succeeded": sum(1 for p in view.members if p.phase == "Succeeded"),
+        "failed": sum(1 for p in view.members if p.phase == "Failed"),
+    }
+
+
+def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) -> tuple[str, str, str, bool]:
+    """(phase, reason, message, admitted) for the gang right now."""
+    gang = view.gang
+    minimum = max(gang.min_member, 1)
+    admitted = (
+        bool(gang.admitted) or gang.admitted_at is not None or n["scheduled"] + n["succeeded"] >= minimum
+    )
+    if isinstance(decision, Reject):
+        return "Failed", decision.reason.value, decision.message, False
+    if admitted and not isinstance(decision, Wait):
+        if n["members"] and n["succeeded"] >= minimum and n["running"] == 0 and n["gated"] == 0:
+            return "Finished", "Finished", f"{n['succeeded']} members succeeded", True
+        if n["running"] + n["succeeded"] >= minimum and n["running"] > 0:
+            return "Running", Reason.ADMITTED.value, f"{n['running']} members running", True
+        if n["failed"] and n["running"] + n["succeeded"] + n["gated"] + n["scheduled"] < minimum:
+            return "Failed", "MembersFailed", f"{n['failed']} members failed", True
+        if n["scheduled"] >= minimum:
+            return "Scheduled", Reason.ADMITTED.value, f"{n['scheduled']} members bound to nodes", True
+        message = (
+            decision.message
+            if isinstance(decision, Admit)
+            else f"{n['scheduled']} of {minimum} members bound"
+        )
+        return "Scheduling", Reason.ADMITTED.value, message, True
+    if isinstance(decision, Preempt):
+        return "Pending", Reason.PREEMPTING.value, decision.message, False
+    if isinstance(decision, Wait):
+        if decision.timed_out:
+            return "Failed", Reason.SCHEDULING_TIMEOUT.value, decision.message, False
+        return "Pending", decision.reason.value, decision.message, False
+    if admitted:
+        return "Scheduling", Reason.ADMITTED.value, f"{n['scheduled']} of {minimum} members bound", True
+    return "Pending", Reason.WAITING_FOR_MEMBERS.value, f"{n['members']} of {minimum} members exist", False
+
+
+def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, Any]:
+    n = counts(view)
+    phase, reason, message, admitted = _verdict(view, decision, n)
+    current = view.podgroup.status
+    previous = next((c for c in current.get("conditions") or () if c.get("type") == CONDITION), None)
+    condition_status = "True" if admitted else "False"
+    unchanged = (
+        previous is not None
+        and previous.get("status") == condition_status
+        and previous.get("reason") == reason
+        and previous.get("message") == message
+    )
+    condition = {
+        "type": CONDITION,
+        "status": condition_status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": previous.get("lastTransitionTime") if unchanged and previous else iso(now),
+        "observedGeneration": view.podgroup.generation,
+    }
+    status: dict[str, Any] = {
+        "phase": phase,
+        **n,
+        "reason": reason,
+        "message": message,
+        "scheduleStartTime": iso(view.gang.created) if view.gang.created else None,
+        "conditions": [condition],
+    }
+    if view.gang.admitted_at is not None:
+        status["admittedTime"] = iso(view.gang.admitted_at)
+    return {k: v for k, v in status.items() if v is not None}
+
+
+def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return any(current.get(k) != v for k, v in wanted.items())

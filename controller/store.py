@@ -1,0 +1,367 @@
+"""The controller's in-memory view of the cluster, fed by informers.
+
+It holds slim records, not raw objects, indexes pods by gang, and tells the reconciler which gangs
+a change touched (``None`` means "capacity changed: replan everything"). It also holds what the
+controller *assumes* before the informers confirm it: admissions it has just recorded, so the next
+planning pass cannot give the same room away twice (DESIGN.md §2 rule 5).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller import records
+from controller import resources as r
+from controller.core.model import GangKey, Node, Pod
+from controller.kube import JSON
+from controller.resources import PODGROUP_TYPES, ResourceType
+from shared import constants as c
+from shared import grouplink
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[GangKey | None], None]
+
+
+@dataclass(slots=True)
+class PodGroupRecord:
+    rt: ResourceType
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    generation: int
+    spec: dict[str, Any]
+    status: dict[str, Any]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    owner_references: list[dict[str, Any]]
+
+    @property
+    def key(self) -> GangKey:
+        return GangKey(self.namespace, self.name)
+
+    @classmethod
+    def from_raw(cls, rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
+        meta = raw.get("metadata") or {}
+        return cls(
+            rt=rt,
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            created=records.parse_time(meta.get("creationTimestamp")) or 0.0,
+            generation=int(meta.get("generation") or 0),
+            spec=dict(raw.get("spec") or {}),
+            status=dict(raw.get("status") or {}),
+            labels=dict(meta.get("labels") or {}),
+            annotations=dict(meta.get("annotations") or {}),
+            owner_references=list(meta.get("ownerReferences") or []),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    value: int
+    preemption_policy: str
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    namespace: str
+    name: str
+    match_labels: Mapping[str, str]
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]
+    disruptions_allowed: int
+
+    def selects(self, pod: Pod) -> bool:
+        if pod.namespace != self.namespace:
+            return False
+        if any(pod.labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for key, op, values in self.match_expressions:
+            present = key in pod.labels
+            if op == "In" and pod.labels.get(key) not in values:
+                return False
+            if op == "NotIn" and present and pod.labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+
+@dataclass(slots=True)
+class Assumed:
+    """An admission recorded by this process that the informers may not have delivered yet."""
+
+    placement: dict[str, str | None]
+    at: float
+    booked: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Store:
+    listeners: list[ChangeListener] = field(default_factory=list)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    pods_by_gang: dict[GangKey, set[str]] = field(default_factory=lambda: defaultdict(set))
+    invalid_pods: dict[str, tuple[GangKey | None, str]] = field(default_factory=dict)
+    podgroups: dict[ResourceType, dict[GangKey, PodGroupRecord]] = field(
+        default_factory=lambda: {rt: {} for rt in PODGROUP_TYPES}
+    )
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    opted_in: set[str] = field(default_factory=set)
+    budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
+    # Workload API: (namespace, workload) -> podGroup name -> minCount
+    workloads: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    workload_uids: dict[tuple[str, str], str] = field(default_factory=dict)
+    assumed: dict[GangKey, Assumed] = field(default_factory=dict)
+    # Room held for a preemptor while its victims terminate.
+    holds: dict[GangKey, Assumed] = field(default_factory=dict)
+
+    # ---- notifications ---------------------------------------------------------------------------
+    def _changed(self, key: GangKey | None) -> None:
+        for listener in self.listeners:
+            listener(key)
+
+    # ---- queries ---------------------------------------------------------------------------------
+    def podgroup(self, key: GangKey) -> PodGroupRecord | None:
+        """The gang's PodGroup; with several kinds of the same name the primary group wins."""
+        for rt in PODGROUP_TYPES:
+            record = self.podgroups[rt].get(key)
+            if record is not None:
+                return record
+        return None
+
+    def members(self, key: GangKey) -> list[Pod]:
+        return [self.pods[uid] for uid in sorted(self.pods_by_gang.get(key, ())) if uid in self.pods]
+
+    def gang_keys(self) -> set[GangKey]:
+        keys = {k for k, uids in self.pods_by_gang.items() if uids}
+        for by_key in self.podgroups.values():
+            keys.update(by_key)
+        return keys
+
+    # ---- pods ------------------------------------------------------------------------------------
+    def _index_pod(self, pod: Pod) -> GangKey | None:
+        old = self.pods.get(pod.uid)
+        if old is not None and old.group and old.group != pod.group:
+            self.pods_by_gang[GangKey(old.namespace, old.group)].discard(pod.uid)
+        self.pods[pod.uid] = pod
+        if pod.group:
+            key = GangKey(pod.namespace, pod.group)
+            self.pods_by_gang[key].add(pod.uid)
+            return key
+        return None
+
+    def upsert_pod(self, raw: JSON) -> None:
+        try:
+            pod = records.pod_record(raw)
+        except records.InvalidPod as err:
+            meta = raw.get("metadata") or {}
+            uid = str(meta.get("uid", ""))
+            pod_link = grouplink.resolve(meta.get("labels"), meta.get("annotations"), raw.get("spec"))
+            key = GangKey(str(meta.get("namespace", "")), pod_link.name) if pod_link else None
+            self.invalid_pods[uid] = (key, str(err))
+            self._changed(key)
+            return
+        self.invalid_pods.pop(pod.uid, None)
+        old = self.pods.get(pod.uid)
+        key = self._index_pod(pod)
+        if key is not None:
+            self._changed(key)
+        # Capacity moved (a pod bound, finished or went away): every waiting gang may fit now.
+        if old is None or old.holds_capacity != pod.holds_capacity or old.node_name != pod.node_name:
+            self._changed(None)
+
+    def delete_pod(self, raw: JSON) -> None:
+        uid = str((raw.get("metadata") or {}).get("uid", ""))
+        self.invalid_pods.pop(uid, None)
+        pod = self.pods.pop(uid, None)
+        if pod is None:
+            return
+        if pod.group:
+            key = GangKey(pod.namespace, pod.group)
+            self.pods_by_gang[key].discard(uid)
+            self._changed(key)
+        self._changed(None)
+
+    def replace_pods(self, items: list[JSON]) -> None:
+        seen = set()
+        for raw in items:
+            seen.add(str((raw.get("metadata") or {}).get("uid", "")))
+            self.upsert_pod(raw)
+        for uid in list(self.pods):
+            if uid not in seen:
+                self.delete_pod({"metadata": {"uid": uid}})
+        self._changed(None)
+
+    # ---- nodes -----------------------------------------------------------------------------------
+    def upsert_node(self, raw: JSON) -> None:
+        node = records.node_record(raw)
+        if self.nodes.get(node.name) != node:
+            self.nodes[node.name] = node
+            self._changed(None)
+
+    def delete_node(self, raw: JSON) -> None:
+        if self.nodes.pop(str((raw.get("metadata") or {}).get("name", "")), None) is not None:
+            self._changed(None)
+
+    def replace_nodes(self, items: list[JSON]) -> None:
+        self.nodes = {n.name: n for n in map(records.node_record, items)}
+        self._changed(None)
+
+    # ---- podgroups -------------------------------------------------------------------------------
+    def upsert_podgroup(self, rt: ResourceType, raw: JSON) -> None:
+        record = PodGroupRecord.from_raw(rt, raw)
+        self.podgroups[rt][record.key] = record
+        assumed = self.assumed.get(record.key)
+        if assumed is not None and c.ADMISSION_ANNOTATION in record.annotations:
+            del self.assumed[record.key]  # the informer caught up with what we wrote
+        self._changed(record.key)
+
+    def delete_podgroup(self, rt: ResourceType, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        key = GangKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if self.podgroups[rt].pop(key, None) is not None:
+            self.assumed.pop(key, None)
+            self._changed(key)
+            self._changed(None)
+
+    def replace_podgroups(self, rt: ResourceType, items: list[JSON]) -> None:
+        old = set(self.podgroups[rt])
+        self.podgroups[rt] = {}
+        for raw in items:
+            record = PodGroupRecord.from_raw(rt, raw)
+            self.podgroups[rt][record.key] = record
+        for key in old | set(self.podgroups[rt]):
+            self._changed(key)
+        self._changed(None)
+
+    # ---- cluster-scoped settings -------------------------------------------------------------------
+    def upsert_priority_class(self, raw: JSON) -> None:
+        name = str((raw.get("metadata") or {}).get("name", ""))
+        self.priority_classes[name] = PriorityClass(
+            int(raw.get("value") or 0), str(raw.get("preemptionPolicy") or "PreemptLowerPriority")
+        )
+        self._changed(None)
+
+    def delete_priority_class(self, raw: JSON) -> None:
+        self.priority_classes.pop(str((raw.get("metadata") or {}).get("name", "")), None)
+        self._changed(None)
+
+    def replace_priority_classes(self, items: list[JSON]) -> None:
+        self.priority_classes = {}
+        for raw in items:
+            self.upsert_priority_class(raw)
+
+    def upsert_namespace(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        enabled = (meta.get("labels") or {}).get(c.OPT_IN_LABEL) == c.OPT_IN_VALUE
+        if enabled and name not in self.opted_in:
+            self.opted_in.add(name)
+            self._changed(None)
+        elif not enabled and name in self.opted_in:
+            self.opted_in.discard(name)
+            self._changed(None)
+
+    def delete_namespace(self, raw: JSON) -> None:
+        self.opted_in.discard(str((raw.get("metadata") or {}).get("name", "")))
+
+    def replace_namespaces(self, items: list[JSON]) -> None:
+        self.opted_in = set()
+        for raw in items:
+            self.upsert_namespace(raw)
+
+    def upsert_budget(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        selector = (raw.get("spec") or {}).get("selector") or {}
+        expressions = tuple(
+            (str(e.get("key", "")), str(e.get("operator", "")), tuple(str(v) for v in e.get("values") or ()))
+            for e in selector.get("matchExpressions") or ()
+        )
+        budget = DisruptionBudget(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            match_labels=dict(selector.get("matchLabels") or {}),
+            match_expressions=expressions,
+            disruptions_allowed=int((raw.get("status") or {}).get("disruptionsAllowed") or 0),
+        )
+        self.budgets[f"{budget.namespace}/{budget.name}"] = budget
+        self._changed(None)
+
+    def delete_budget(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        self.budgets.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
+        self._changed(None)
+
+    def replace_budgets(self, items: list[JSON]) -> None:
+        self.budgets = {}
+        for raw in items:
+            self.upsert_budget(raw)
+
+    def upsert_workload(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        groups = {}
+        for group in (raw.get("spec") or {}).get("podGroups") or ():
+            gang = ((group or {}).get("policy") or {}).get("gang") or {}
+            if "minCount" in gang:
+                groups[str(group.get("name", ""))] = int(gang["minCount"])
+        self.workloads[(ns, name)] = groups
+        self.workload_uids[(ns, name)] = str(meta.get("uid", ""))
+        for group_name in groups:
+            self._changed(GangKey(ns, grouplink.workload_group_name(name, group_name)))
+
+    def delete_workload(self, raw: JSON) -> None:
+        meta = raw.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        self.workloads.pop(key, None)
+        self.workload_uids.pop(key, None)
+
+    def replace_workloads(self, items: list[JSON]) -> None:
+        self.workloads, self.workload_uids = {}, {}
+        for raw in items:
+            self.upsert_workload(raw)
+
+
+class StoreSink:
+    """Adapts one resource type's informer to the Store's methods."""
+
+    def __init__(
+        self,
+        upsert: Callable[[JSON], None],
+        delete: Callable[[JSON], None],
+        replace: Callable[[list[JSON]], None],
+    ) -> None:
+        self.upsert = upsert
+        self.delete = delete
+        self.replace = replace
+
+
+def sinks_for(store: Store, podgroup_types: Iterable[ResourceType]) -> dict[str, StoreSink]:
+    sinks = {
+        str(r.NODES): StoreSink(store.upsert_node, store.delete_node, store.replace_nodes),
+        str(r.PODS): StoreSink(store.upsert_pod, store.delete_pod, store.replace_pods),
+        str(r.NAMESPACES): StoreSink(
+            store.upsert_namespace, store.delete_namespace, store.replace_namespaces
+        ),
+        str(r.PRIORITY_CLASSES): StoreSink(
+            store.upsert_priority_class, store.delete_priority_class, store.replace_priority_classes
+        ),
+        str(r.PDBS): StoreSink(store.upsert_budget, store.delete_budget, store.replace_budgets),
+        str(r.WORKLOADS): StoreSink(store.upsert_workload, store.delete_workload, store.replace_workloads),
+    }
+    for rt in podgroup_types:
+        sinks[str(rt)] = StoreSink(
+            lambda raw, rt=rt: store.upsert_podgroup(rt, raw),  # type: ignore[misc]
+            lambda raw, rt=rt: store.delete_podgroup(rt, raw),  # type: ignore[misc]
+            lambda items, rt=rt: store.replace_podgroups(rt, items),  # type: ignore[misc]
+        )
+    return sinks

@@ -1,0 +1,393 @@
+"""Cost of the pure decision core (controller/core) on a big, realistic cluster.
+
+Run: ``python -m tests.bench.bench_core`` (or ``pytest -m bench tests/bench/bench_core.py``).
+
+The cluster (seeded, synthetic): 5,000 nodes × 8 GPUs (96 cores, 1 TiB, 250 racks of 20 in 4 zones,
+half A100 half H100, all tainted ``nvidia.com/gpu:NoSchedule``, 1 % cordoned or NotReady) running
+50,000 pods: 4 DaemonSet pods per node and 30,000 GPU pods of running gangs whose sizes are drawn
+from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 8, else g/8 pods of
+8), packed to ~85 % of the GPUs. Scenarios:
+
+1. ``pass_10k``: one full planning pass with 10,000 pending gangs (Philly sizes, 10 % asking for
+   H100 by nodeSelector, created over the last two hours so a few are starving) next to the ~28,000
+   running gangs. Pending and running work share one priority, so no preemption is possible here
+   (victim searches are measured on their own below).
+2. ``gang_256``: one decision for a 256-pod gang (1 GPU per pod) on the same cluster; also the same
+   gang of 8-GPU pods, which does not fit (the failure path, with its message).
+3. ``victim_search``: one higher-priority gang of 16 pods × 8 GPUs that fits only by preemption
+   (every running pod lower priority, minimum runtime 0): plan() total and the victim search alone.
+
+Timing is ``time.perf_counter`` around ``plan()`` (best and median of a few runs). Writes
+``out/bench/core.json`` and prints a table. About a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.core import PlannerConfig, plan
+from controller.core.model import Admit, Gang, GangKey, Node, OwnerRef, Pod, Snapshot, Taint, Toleration
+from controller.core.placement import signature
+from controller.core.planner import PlanningPass
+from controller.core.preemption import Preemption
+from controller.core.state import PassState
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "out" / "bench" / "core.json"
+TRACE = ROOT.parent / "shared" / "data" / "traces" / "philly.csv"
+GPU = "nvidia.com/gpu"
+NOW = 1_700_000_000.0
+GIB = 2**30
+TARGETS = {"pass_10k": 1.0, "gang_256": 0.010, "victim_search": 2.0}
+
+TOLERATE_GPU = (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),)
+TOLERATE_ALL = (Toleration("", "Exists", "", ""),)
+
+
+def philly_sizes() -> list[int]:
+    sizes = []
+    try:
+        with TRACE.open() as f:
+            for row in csv.DictReader(f):
+                value = (row.get("num_gpus") or "").strip()
+                if value.isdigit() and int(value) > 0:
+                    sizes.append(int(value))
+    except OSError:
+        pass
+    # Fallback (trace missing): the trace's own distribution, roughly.
+    return sizes or [1] * 930 + [2] * 22 + [4] * 23 + [8] * 20 + [16] * 3 + [32, 64]
+
+
+def job_pods(gpus: int) -> tuple[int, int]:
+    """(pods, GPUs per pod) for a job of `gpus` GPUs."""
+    if gpus <= 8:
+        return 1, gpus
+    return (gpus + 7) // 8, 8
+
+
+def gpu_pod(uid: str, ns: str, name: str, gpus: int, **fields: Any) -> Pod:
+    requests = {"cpu": 8000 * gpus, "memory": 64 * GIB * gpus, GPU: gpus, "pods": 1}
+    return Pod(uid=uid, namespace=ns, name=name, requests=requests, tolerations=TOLERATE_GPU, **fields)
+
+
+def build_cluster(
+    rng: random.Random, n_nodes: int = 5000, running_gpu_pods: int = 30_000
+) -> tuple[list[Node], list[Pod], list[Gang]]:
+    nodes = []
+    for i in range(n_nodes):
+        rack = i // 20
+        labels = {
+            "kubernetes.io/hostname": f"gpu-{i:05d}",
+            "topology.kubernetes.io/zone": f"zone-{rack * 4 // (n_nodes // 20 or 1)}",
+            "topology.kubernetes.io/rack": f"rack-{rack:03d}",
+            "nvidia.com/gpu.product": "H100" if rack % 2 else "A100",
+        }
+        roll = rng.random()
+        nodes.append(
+            Node(
+                name=f"gpu-{i:05d}",
+                allocatable={
+                    "cpu": 96_000,
+                    "memory": 1024 * GIB,
+                    "pods": 110,
+                    GPU: 8,
+                    "ephemeral-storage": 2**40,
+                },
+                labels=labels,
+                taints=(Taint("nvidia.com/gpu", "present", "NoSchedule"),),
+                unschedulable=roll < 0.005,
+                ready=not (0.005 <= roll < 0.01),
+            )
+        )
+    pods: list[Pod] = []
+    for i, node in enumerate(nodes):
+        for d, (cpu, mem) in enumerate(((100, 128), (250, 256), (500, 512), (200, 300))):
+            pods.append(
+                Pod(
+                    uid=f"ds-{i}-{d}",
+                    namespace="kube-system",
+                    name=f"ds{d}-{i}",
+                    requests={"cpu": cpu, "memory": mem * 2**20, "pods": 1},
+                    priority=2_000_001_000,
+                    phase="Running",
+                    node_name=node.name,
+                    started=NOW - 86400 * 10,
+                    tolerations=TOLERATE_ALL,
+                    owner=OwnerRef("apps/v1", "DaemonSet", f"ds{d}", f"ds{d}"),
+                    preemptible=False,
+                )
+            )
+    free = [8] * n_nodes
+    sizes = philly_sizes()
+    gangs: list[Gang] = []
+    placed = 0
+    job = 0
+    while placed < running_gpu_pods:
+        n_pods, per_pod = job_pods(rng.choice(sizes))
+        n_pods = min(n_pods, running_gpu_pods - placed)
+        start = rng.randrange(n_nodes)
+        where: list[int] = []
+        for k in range(n_nodes):
+            i = (start + k) % n_nodes
+            if free[i] >= per_pod and nodes[i].ready and not nodes[i].unschedulable:
+                where.append(i)
+                free[i] -= per_pod
+                if len(where) == n_pods:
+                    break
+        if len(where) < n_pods:
+            for i in where:
+                free[i] += per_pod
+            continue
+        ns = f"team-{job % 15}"
+        name = f"run-{job}"
+        started = NOW - rng.uniform(600, 86400)
+        members = tuple(
+            gpu_pod(
+                f"{name}-{k}",
+                ns,
+                f"{name}-{k}",
+                per_pod,
+                phase="Running",
+                node_name=nodes[i].name,
+                started=started,
+                created=started - 30,
+                group=name,
+            )
+            for k, i in enumerate(where)
+        )
+        gangs.append(
+            Gang(
+                key=GangKey(ns, name),
+                min_member=n_pods,
+                members=members,
+                created=started - 60,
+                admitted={m.uid: m.node_name for m in members},
+                admitted_at=started - 40,
+            )
+        )
+        pods.extend(members)
+        placed += n_pods
+        job += 1
+    return nodes, pods, gangs
+
+
+def pending_gangs(rng: random.Random, n: int) -> list[Gang]:
+    sizes = philly_sizes()
+    out = []
+    for j in range(n):
+        n_pods, per_pod = job_pods(rng.choice(sizes))
+        ns = f"team-{j % 15}"
+        name = f"job-{j}"
+        created = NOW - rng.uniform(0, 7200)
+        selector = {"nvidia.com/gpu.product": "H100"} if rng.random() < 0.1 else {}
+        members = tuple(
+            gpu_pod(
+                f"{name}-{k}",
+                ns,
+                f"{name}-{k}",
+                per_pod,
+                created=created + k * 0.01,
+                gated=True,
+                group=name,
+                node_selector=selector,
+            )
+            for k in range(n_pods)
+        )
+        out.append(Gang(key=GangKey(ns, name), min_member=n_pods, members=members, created=created))
+    return out
+
+
+def snapshot_of(nodes: list[Node], pods: list[Pod], gangs: list[Gang]) -> Snapshot:
+    pending = [m for g in gangs for m in g.members if m.gated]
+    return Snapshot(
+        nodes=tuple(nodes),
+        pods=tuple(pods + pending),
+        gangs=tuple(gangs),
+        now=NOW,
+        opted_in_namespaces=frozenset(f"team-{k}" for k in range(15)),
+    )
+
+
+def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], object]:
+    times = []
+    result: object = None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return times, result
+
+
+def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    nodes, pods, running = build_cluster(rng)
+    pending = pending_gangs(rng, 10_000)
+    build_seconds = time.perf_counter() - t0
+    config = PlannerConfig()
+    results: dict[str, Any] = {
+        "cluster": {
+            "nodes": len(nodes),
+            "gpus": 8 * len(nodes),
+            "running_pods": len(pods),
+            "running_gangs": len(running),
+            "gpus_used": sum(p.requests.get(GPU, 0) for p in pods),
+            "pending_gangs": len(pending),
+            "pending_pods": sum(len(g.members) for g in pending),
+            "build_seconds": round(build_seconds, 2),
+        },
+        "scenarios": {},
+    }
+
+    # 0. the fixed cost of a pass: building the state with nothing to decide
+    base = snapshot_of(nodes, pods, running)
+    times, _ = timed(lambda: plan(base, config), runs)
+    results["scenarios"]["state_only"] = {"seconds": times, "note": "running gangs only, nothing pending"}
+
+    # 1. full pass
+    snap = snapshot_of(nodes, pods, running + pending)
+    times, result = timed(lambda: plan(snap, config), runs)
+    decisions = result.decisions  # type: ignore[attr-defined]
+    by_reason: dict[str, int] = {}
+    for d in decisions:
+        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
+        by_reason[key] = by_reason.get(key, 0) + 1
+    results["scenarios"]["pass_10k"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
+
+    # 2. one 256-pod gang
+    def big(name: str, per_pod: int) -> Gang:
+        members = tuple(
+            gpu_pod(f"{name}-{k}", "team-0", f"{name}-{k}", per_pod, created=NOW - 10, gated=True, group=name)
+            for k in range(256)
+        )
+        return Gang(key=GangKey("team-0", name), min_member=256, members=members, created=NOW - 10)
+
+    for label, per_pod in (("gang_256", 1), ("gang_256_x8_no_fit", 8)):
+        g = big(label, per_pod)
+        one = snapshot_of(nodes, pods, [*running, g])
+        times, result = timed(lambda one=one: plan(one, config), runs)  # type: ignore[misc]
+        decision = result.for_gang(g.key)  # type: ignore[attr-defined]
+        decide_times = []
+        for _ in range(max(runs, 5)):
+            planning = PlanningPass(one, config)  # state built outside the clock
+            t0 = time.perf_counter()
+            planning.decide(g)
+            decide_times.append(time.perf_counter() - t0)
+        results["scenarios"][label] = {
+            "seconds": times,
+            "decision_seconds": decide_times,
+            "decision": type(decision).__name__,
+            "message": getattr(decision, "message", ""),
+        }
+
+    # 3. victim search: every running gang at priority 0, a priority-1000 gang that needs 128 GPUs
+    preempt_config = replace(config, preemption_min_runtime_seconds=0.0, starvation_age_seconds=None)
+    members = tuple(
+        gpu_pod(f"vip-{k}", "team-1", f"vip-{k}", 8, created=NOW - 5, gated=True, group="vip")
+        for k in range(16)
+    )
+    vip = Gang(key=GangKey("team-1", "vip"), min_member=16, members=members, created=NOW - 5, priority=1000)
+    # Fill the cluster so that the gang cannot fit without preemption.
+    filler = pending_gangs(random.Random(seed + 1), 6000)
+    fill_snap = snapshot_of(nodes, pods, running + filler)
+    fill_plan = plan(fill_snap, replace(config, starvation_age_seconds=None))
+    admitted = {d.gang: d for d in fill_plan.decisions if isinstance(d, Admit)}
+    full_running = list(running)
+    full_pods = list(pods)
+    for g in filler:
+        d = admitted.get(g.key)
+        if d is None:
+            continue
+        ms = tuple(
+            replace(m, gated=False, node_name=d.booked[m.uid], phase="Running", started=NOW - 3600)
+            for m in g.members
+        )
+        full_running.append(replace(g, members=ms, admitted=d.placement, admitted_at=NOW - 3600))
+        full_pods.extend(ms)
+    vsnap = snapshot_of(nodes, full_pods, [*full_running, vip])
+    times, result = timed(lambda: plan(vsnap, preempt_config), runs)
+    decision = result.for_gang(vip.key)  # type: ignore[attr-defined]
+    search_times = []
+    for _ in range(runs):
+        state = PassState(vsnap, preempt_config)
+        items = [(state.shapes.of(members[0]), len(members))]
+        searcher = Preemption(state)
+        t0 = time.perf_counter()
+        found = searcher.search(vip, items, signature(items))
+        search_times.append(time.perf_counter() - t0)
+    results["scenarios"]["victim_search"] = {
+        "seconds": times,
+        "search_seconds": search_times,
+        "gpus_used_before": sum(p.requests.get(GPU, 0) for p in full_pods if p.node_name),
+        "decision": type(decision).__name__,
+        "victims": len(getattr(decision, "victims", ())),
+        "victim_pods": sum(len(v.pods) for v in getattr(decision, "victims", ())),
+        "found": found is not None,
+        "message": getattr(decision, "message", ""),
+    }
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [
+        "controller/core planning cost ("
+        + ", ".join(f"{k}={v}" for k, v in results["cluster"].items())
+        + ")",
+        f"{'scenario':<22} {'best':>9} {'median':>9} {'target':>8}  notes",
+    ]
+    for name, data in results["scenarios"].items():
+        secs = data.get("decision_seconds") if name.startswith("gang_256") else data.get("search_seconds")
+        secs = secs or data["seconds"]
+        target = TARGETS.get(name)
+        notes = data.get("decisions") or data.get("decision") or data.get("note", "")
+        if name == "victim_search":
+            notes = (
+                f"plan() best {min(data['seconds']):.3f}s; "
+                f"{data['victim_pods']} pods in {data['victims']} victims"
+            )
+        lines.append(
+            f"{name:<22} {min(secs):>8.4f}s {statistics.median(secs):>8.4f}s "
+            f"{(f'{target:g}s' if target else '-'):>8}  {notes}"
+        )
+    for name in ("gang_256_x8_no_fit", "victim_search"):
+        message = results["scenarios"].get(name, {}).get("message")
+        if message:
+            lines.append(f"  {name}: {message[:160]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    results = run(args.runs, args.seed)
+    results["python"] = platform.python_version()
+    results["machine"] = platform.machine()
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2, default=str))
+    print(report(results))
+    print(f"written to {OUT.relative_to(ROOT)}")
+    return 0
+
+
+@pytest.mark.bench
+def test_bench_core() -> None:
+    assert main(["--runs", "2"]) == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

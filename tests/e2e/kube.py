@@ -1,0 +1,47 @@
+"""Small read helpers over kubectl for e2e assertions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.localcluster import LocalCluster
+
+GATE = "phalanx.io/gang"
+GROUP_LABEL = "phalanx.io/pod-group"
+
+
+def apply(cluster: LocalCluster, namespace: str, obj: dict[str, Any]) -> str:
+    """Server-side apply, as `kubectl apply --server-side` would; returns kubectl's stderr (warnings)."""
+    result = cluster.kubectl(
+        "apply", "--server-side", "--field-manager=e2e", "-n", namespace, "-f", "-", input=json.dumps(obj)
+    )
+    return result.stderr
+
+
+def pods(cluster: LocalCluster, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+    args = ["get", "pods", "-n", namespace]
+    if selector:
+        args += ["-l", selector]
+    items: list[dict[str, Any]] = cluster.kubectl_json(*args)["items"]
+    return items
+
+
+def gated(pod: dict[str, Any]) -> bool:
+    return any(g.get("name") == GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+def bound(pod: dict[str, Any]) -> bool:
+    return bool(pod["spec"].get("nodeName"))
+
+
+def podgroup(
+    cluster: LocalCluster, namespace: str, name: str, group: str = "scheduling.sigs.k8s.io"
+) -> dict[str, Any]:
+    result: dict[str, Any] = cluster.kubectl_json("get", f"podgroups.{group}", name, "-n", namespace)
+    return result
+
+
+def events(cluster: LocalCluster, namespace: str, name: str) -> list[dict[str, Any]]:
+    items = cluster.kubectl_json("get", "events", "-n", namespace)["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name]

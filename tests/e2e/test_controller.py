@@ -1,0 +1,246 @@
+"""The controller on the real control plane: whole gangs or nothing, timeouts, reasons, restarts.
+
+Each test gets its own opted-in namespace and its own pool of fake GPU nodes (members select it
+with a nodeSelector), so its capacity arithmetic does not depend on other tests.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from tests.conftest import NodePool
+from tests.e2e import workloads as w
+from tests.e2e.kube import apply, bound, events, gated, podgroup, pods
+from tests.e2e.waiting import eventually, stays
+from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import Phalanx
+
+
+def pooled_job(name: str, parallelism: int, pool: NodePool, gpus: int = 1, **kwargs: Any) -> dict[str, Any]:
+    manifest = w.job(name, parallelism, gpus, **kwargs)
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    return manifest
+
+
+def members(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:
+    return [p for p in pods(cluster, ns, f"job-name={job}") if not p["metadata"].get("deletionTimestamp")]
+
+
+def count_bound(cluster: LocalCluster, ns: str, job: str) -> int:
+    return sum(1 for p in members(cluster, ns, job) if bound(p) and p["status"].get("phase") != "Succeeded")
+
+
+def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, pooled_job("first", 5, pool, run_for="8s"))
+    time.sleep(0.5)
+    apply(cluster, gang_namespace, pooled_job("second", 5, pool, run_for="3s"))
+
+    eventually(lambda: count_bound(cluster, gang_namespace, "first") == 5, 30, what="first gang bound whole")
+    # The second gang waits whole: nothing of it is bound while the first one holds 5 of 8 GPUs.
+    stays(
+        lambda: (
+            count_bound(cluster, gang_namespace, "second") == 0
+            and all(gated(p) for p in members(cluster, gang_namespace, "second"))
+        ),
+        3.0,
+        what="second gang fully gated",
+    )
+    pg = podgroup(cluster, gang_namespace, "second")
+    assert pg["status"]["phase"] == "Pending"
+    assert pg["status"]["reason"] == "InsufficientCapacity", pg["status"]
+    assert "needs 5 pods" in pg["status"]["message"], pg["status"]["message"]
+
+    # When the first gang finishes, the second runs -- whole.
+    eventually(
+        lambda: (
+            count_bound(cluster, gang_namespace, "second") == 5
+            or podgroup(cluster, gang_namespace, "second")["status"].get("succeeded", 0) == 5
+        ),
+        40,
+        what="second gang admitted after the first finished",
+    )
+    assert podgroup(cluster, gang_namespace, "first")["status"]["phase"] in ("Running", "Finished")
+
+
+def test_gang_larger_than_its_nodes_times_out_with_nothing_bound(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_job("huge", 10, pool, template_annotations={"phalanx.io/schedule-timeout-seconds": "4"}),
+    )
+    pg = eventually(
+        lambda: (g := podgroup(cluster, gang_namespace, "huge")).get("status", {}).get("message") and g,
+        30,
+        what="a waiting reason on the PodGroup",
+    )
+    assert "needs 10 pods" in pg["status"]["message"]
+    pg = eventually(
+        lambda: (g := podgroup(cluster, gang_namespace, "huge"))["status"]["phase"] == "Failed" and g,
+        30,
+        what="SchedulingTimeout",
+    )
+    assert pg["status"]["reason"] == "SchedulingTimeout"
+    assert any(e["reason"] == "TimedOut" for e in events(cluster, gang_namespace, "huge"))
+    assert count_bound(cluster, gang_namespace, "huge") == 0
+    assert all(gated(p) for p in members(cluster, gang_namespace, "huge"))
+
+
+def test_quota_that_lets_only_part_of_a_gang_exist_holds_everyone(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "pods"},
+        "spec": {"hard": {"pods": "2"}},
+    }
+    apply(cluster, gang_namespace, quota)
+    eventually(
+        lambda: (
+            cluster.kubectl_json("get", "resourcequota", "pods", "-n", gang_namespace)
+            .get("status", {})
+            .get("hard")
+        ),
+        20,
+        what="quota in force",
+    )
+    apply(cluster, gang_namespace, pooled_job("acs", 3, pool))
+    eventually(lambda: len(members(cluster, gang_namespace, "acs")) == 2, 30, what="2 of 3 pods created")
+    stays(lambda: count_bound(cluster, gang_namespace, "acs") == 0, 3.0, what="nothing admitted")
+    assert podgroup(cluster, gang_namespace, "acs")["status"]["reason"] == "WaitingForMembers"
+
+    quota["spec"]["hard"]["pods"] = "10"
+    apply(cluster, gang_namespace, quota)
+    eventually(lambda: count_bound(cluster, gang_namespace, "acs") == 3, 60, what="all 3 start together")
+
+
+def test_statefulset_gang(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+    pool.add(1, gpus=8)
+    sts = w.statefulset("ranks", replicas=4, gpus=2)
+    sts["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    apply(cluster, gang_namespace, sts)
+    eventually(
+        lambda: sum(1 for p in pods(cluster, gang_namespace, "app=ranks") if bound(p)) == 4,
+        30,
+        what="4 replicas bound",
+    )
+    assert podgroup(cluster, gang_namespace, "ranks")["status"]["phase"] in ("Scheduled", "Running")
+
+
+def test_chief_pod_and_worker_statefulset_share_one_podgroup(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    apply(
+        cluster,
+        gang_namespace,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "tf"},
+            "spec": {"minMember": 4},
+        },
+    )
+    link = {"pod-group.scheduling.sigs.k8s.io/name": "tf"}
+    workers = w.statefulset("tf-worker", replicas=3, labels=link)
+    workers["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    apply(cluster, gang_namespace, workers)
+    stays(
+        lambda: (
+            not any(
+                bound(p) for p in pods(cluster, gang_namespace, "pod-group.scheduling.sigs.k8s.io/name=tf")
+            )
+        ),
+        2.0,
+        what="3 workers wait for the chief",
+    )
+    apply(cluster, gang_namespace, w.pod("tf-chief", labels=link, nodeSelector=pool.selector))
+    eventually(
+        lambda: sum(1 for p in pods(cluster, gang_namespace, "phalanx.io/pod-group=tf") if bound(p)) == 4,
+        30,
+        what="chief and workers bound together",
+    )
+
+
+def test_elastic_gang_starts_at_min_and_grows(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=4)
+    apply(
+        cluster,
+        gang_namespace,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "elastic"},
+            "spec": {"minMember": 2, "maxMember": 4},
+        },
+    )
+    blocker = w.pod("blocker", gpus=2, nodeSelector=pool.selector)  # not a gang member: holds 2 GPUs
+    apply(cluster, gang_namespace, blocker)
+    eventually(
+        lambda: bound(cluster.kubectl_json("get", "pod", "blocker", "-n", gang_namespace)), 20, what="blocker"
+    )
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_job("elastic", 4, pool, template_labels={"scheduling.x-k8s.io/pod-group": "elastic"}),
+    )
+    eventually(
+        lambda: count_bound(cluster, gang_namespace, "elastic") == 2, 30, what="started at minMember 2"
+    )
+    cluster.kubectl("delete", "pod", "blocker", "-n", gang_namespace, "--grace-period=0")
+    eventually(lambda: count_bound(cluster, gang_namespace, "elastic") == 4, 30, what="grew to maxMember 4")
+
+
+def test_job_retry_replacement_is_admitted_without_a_new_gang(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, pooled_job("retry", 4, pool))
+    eventually(lambda: count_bound(cluster, gang_namespace, "retry") == 4, 30, what="gang running")
+    victim = members(cluster, gang_namespace, "retry")[0]["metadata"]["name"]
+    cluster.kubectl("delete", "pod", victim, "-n", gang_namespace, "--grace-period=0")
+    eventually(
+        lambda: (
+            victim not in {p["metadata"]["name"] for p in members(cluster, gang_namespace, "retry")}
+            and count_bound(cluster, gang_namespace, "retry") == 4
+        ),
+        30,
+        what="replacement member admitted and bound",
+    )
+
+
+def test_controller_killed_mid_admission_finishes_every_gang(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    pool.add(4, gpus=8)
+    rng = random.Random(7)
+    for round_ in range(4):
+        phalanx.stop_controller(kill=True)
+        name = f"crash-{round_}"
+        apply(cluster, gang_namespace, pooled_job(name, 16, pool, gpus=1))
+        eventually(
+            lambda name=name: len(members(cluster, gang_namespace, name)) == 16, 30, what="16 gated members"
+        )
+        phalanx.start_controller()
+        time.sleep(rng.uniform(0.0, 0.15))  # somewhere while the 16 gates are being lifted
+        phalanx.stop_controller(kill=True)
+        phalanx.start_controller()
+        eventually(
+            lambda name=name: count_bound(cluster, gang_namespace, name) == 16,
+            40,
+            what=f"{name} fully admitted",
+        )
+        assert not any(gated(p) for p in members(cluster, gang_namespace, name))
+        cluster.kubectl("delete", "job", name, "-n", gang_namespace, "--wait=false")
+        eventually(lambda name=name: count_bound(cluster, gang_namespace, name) == 0, 30, what="room freed")

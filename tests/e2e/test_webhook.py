@@ -1,0 +1,161 @@
+"""The webhook alone, on the real API server: what `kubectl apply` of ordinary workloads turns into.
+
+The controller is paused for this module so that what the webhook did stays visible (otherwise
+the controller would admit these small gangs within milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import workloads as w
+from tests.e2e.kube import GROUP_LABEL, apply, bound, gated, pods
+from tests.e2e.waiting import eventually, stays
+from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import Phalanx
+
+MANIFESTS = Path(__file__).parent / "manifests"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def controller_paused(phalanx: Phalanx) -> Iterator[None]:
+    phalanx.stop_controller()
+    yield
+    phalanx.start_controller()
+
+
+def test_job_members_are_gated_and_labelled(
+    cluster: LocalCluster, gang_namespace: str, namespace: str
+) -> None:
+    job = w.job("train", parallelism=4, gpus=1)
+    apply(cluster, gang_namespace, job)
+    members = eventually(
+        lambda: (found := pods(cluster, gang_namespace, "job-name=train")) and len(found) == 4 and found,
+        30,
+        what="4 pods from the Job controller",
+    )
+    assert all(gated(p) for p in members)
+    assert {p["metadata"]["labels"][GROUP_LABEL] for p in members} == {"train"}
+    stays(
+        lambda: not any(bound(p) for p in pods(cluster, gang_namespace, "job-name=train")),
+        2.0,
+        what="none bound",
+    )
+
+    # The very same Job where the namespace is not opted in runs normally.
+    apply(cluster, namespace, job)
+    eventually(
+        lambda: (
+            (found := pods(cluster, namespace, "job-name=train"))
+            and len(found) == 4
+            and all(p["status"].get("phase") == "Running" for p in found)
+        ),
+        30,
+        what="4 ungated pods Running in a plain namespace",
+    )
+    assert not any(gated(p) for p in pods(cluster, namespace, "job-name=train"))
+
+
+def test_statefulset_becomes_parallel_and_every_replica_is_gated(
+    cluster: LocalCluster, gang_namespace: str
+) -> None:
+    warnings = apply(cluster, gang_namespace, w.statefulset("ranks", replicas=3))
+    assert "phalanx" in warnings and "Parallel" in warnings, warnings
+    stored = cluster.kubectl_json("get", "statefulset", "ranks", "-n", gang_namespace)
+    assert stored["spec"]["podManagementPolicy"] == "Parallel"
+    # With OrderedReady, replica 1 would never be created while replica 0 waits at the gate.
+    members = eventually(
+        lambda: (found := pods(cluster, gang_namespace, "app=ranks")) and len(found) == 3 and found,
+        30,
+        what="all 3 replicas created",
+    )
+    assert all(gated(p) and p["metadata"]["labels"][GROUP_LABEL] == "ranks" for p in members)
+
+
+def test_mpijob_templates_are_mutated(cluster: LocalCluster, gang_namespace: str) -> None:
+    cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "mpijob-crd.yaml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=30s")
+    eventually(
+        lambda: cluster.kubectl("get", "mpijobs", "-n", gang_namespace, check=False).returncode == 0,
+        20,
+        what="MPIJob API served",
+    )
+    apply(cluster, gang_namespace, w.mpijob("horovod", workers=8))
+    stored = cluster.kubectl_json("get", "mpijob", "horovod", "-n", gang_namespace)
+    for role in ("Launcher", "Worker"):
+        template = stored["spec"]["mpiReplicaSpecs"][role]["template"]
+        assert template["metadata"]["labels"][GROUP_LABEL] == "horovod"
+        assert any(g["name"] == "phalanx.io/gang" for g in template["spec"]["schedulingGates"])
+    # Launcher + 8 workers with the default launcher creation policy.
+    assert (
+        stored["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][
+            "phalanx.io/inferred-min-member"
+        ]
+        == "9"
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "spec", "group"),
+    [
+        (
+            {
+                "pod-group.scheduling.sigs.k8s.io/name": "pg-a",
+                "pod-group.scheduling.sigs.k8s.io/min-available": "2",
+            },
+            {},
+            {},
+            "pg-a",
+        ),
+        ({"scheduling.x-k8s.io/pod-group": "pg-b"}, {}, {}, "pg-b"),
+        ({"pod-group.scheduling.sigs.k8s.io": "pg-c"}, {}, {}, "pg-c"),
+        ({}, {"scheduling.run.ai/pod-group": "pg-d"}, {}, "pg-d"),
+        ({}, {"scheduling.k8s.io/group-name": "pg-e"}, {}, "pg-e"),
+        ({}, {}, {"workloadRef": {"name": "train", "podGroup": "workers"}}, "train-workers"),
+    ],
+    ids=["coscheduling-name", "scheduler-plugins", "acs", "kai", "volcano", "workloadRef"],
+)
+def test_every_group_link_form_is_gated_and_normalised(
+    cluster: LocalCluster,
+    gang_namespace: str,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    spec: dict[str, object],
+    group: str,
+) -> None:
+    apply(cluster, gang_namespace, w.pod("member", labels=labels, annotations=annotations, **spec))
+    stored = cluster.kubectl_json("get", "pod", "member", "-n", gang_namespace)
+    assert gated(stored)
+    assert stored["metadata"]["labels"][GROUP_LABEL] == group
+
+
+def test_pods_without_a_link_and_skipped_objects_are_left_alone(
+    cluster: LocalCluster, gang_namespace: str
+) -> None:
+    apply(cluster, gang_namespace, w.pod("loner"))
+    apply(
+        cluster,
+        gang_namespace,
+        w.job("opted-out", parallelism=2, annotations={}, template_labels={"phalanx.io/skip": "true"}),
+    )
+    assert not gated(cluster.kubectl_json("get", "pod", "loner", "-n", gang_namespace))
+    members = eventually(
+        lambda: (found := pods(cluster, gang_namespace, "job-name=opted-out")) and len(found) == 2 and found,
+        30,
+        what="2 pods of the skipped Job",
+    )
+    assert not any(gated(p) for p in members)
+
+
+def test_foreign_gang_scheduler_is_rewritten_with_a_warning(
+    cluster: LocalCluster, gang_namespace: str
+) -> None:
+    manifest = w.job("kai", parallelism=2)
+    manifest["spec"]["template"]["spec"]["schedulerName"] = "kai-scheduler"
+    warnings = apply(cluster, gang_namespace, manifest)
+    assert "kai-scheduler" in warnings, warnings
+    stored = cluster.kubectl_json("get", "job", "kai", "-n", gang_namespace)
+    assert stored["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"

@@ -1,0 +1,265 @@
+"""Run Phalanx against the local cluster the way e2e tests and the demo need it.
+
+The webhook and the controller run as local processes: the webhook serves real TLS on 127.0.0.1
+with certificates made by ``certs/``, registered through the ``deploy/local`` kustomize overlay
+(``clientConfig.url``) with the CA injected by ``python -m certs inject``; the controller runs with
+a token of its own ServiceAccount, so the RBAC in ``deploy/`` is exercised for real.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tests.localcluster.cluster import REPO, LocalCluster
+
+WEBHOOK_PORT = 9443  # fixed by deploy/local's clientConfig.url
+NAMESPACE = "phalanx-system"
+
+
+def _log(message: str) -> None:
+    print(f"[phalanx {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class PhalanxOptions:
+    webhook_health_port: int = 18080
+    controller_health_port: int = 18081
+    # Short timeouts keep e2e tests quick; production defaults are in controller/config.py.
+    controller_env: dict[str, str] = field(
+        default_factory=lambda: {
+            "PHALANX_CONTROLLER_BIND_TIMEOUT_SECONDS": "20",
+            "PHALANX_CONTROLLER_RESYNC_SECONDS": "5",
+            "PHALANX_CONTROLLER_LEASE_DURATION_SECONDS": "6",
+            "PHALANX_CONTROLLER_LEASE_RENEW_SECONDS": "2",
+        }
+    )
+
+
+class Phalanx:
+    def __init__(self, cluster: LocalCluster, options: PhalanxOptions | None = None) -> None:
+        self.cluster = cluster
+        self.options = options or PhalanxOptions()
+        self.dir = cluster.config.workdir / "phalanx"
+        self.cert_dir = self.dir / "certs"
+        self.webhook: subprocess.Popen[bytes] | None = None
+        self.controller: subprocess.Popen[bytes] | None = None
+        self._logs: list[IO[bytes]] = []
+
+    # ---- install ---------------------------------------------------------------------------------
+    def install(self) -> None:
+        """CRDs, namespace, ServiceAccounts, RBAC and the webhook configuration from deploy/local."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.cluster.kubectl("apply", "--server-side", "-k", str(REPO / "deploy" / "local"), timeout=120)
+        for crd in ("podgroups.scheduling.sigs.k8s.io",):
+            self.cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        self._python("-m", "certs", "generate", "--out", str(self.cert_dir), "--ip", "127.0.0.1")
+        self._python(
+            "-m",
+            "certs",
+            "inject",
+            "--kubeconfig",
+            str(self.cluster.kubeconfig),
+            "--webhook-config",
+            "phalanx-webhook",
+            "--ca-file",
+            str(self.cert_dir / "ca.crt"),
+        )
+
+    def _python(self, *args: str) -> None:
+        result = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, check=False, cwd=REPO
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"python {' '.join(args)} failed: {result.stderr.strip()}")
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = (self.dir / f"{name}.log").open("ab")
+        self._logs.append(log)
+        return subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, cwd=REPO
+        )
+
+    # ---- webhook ---------------------------------------------------------------------------------
+    def start_webhook(self) -> None:
+        self.webhook = self._spawn(
+            "webhook",
+            [
+                sys.executable,
+                "-m",
+                "webhook",
+                "--bind-address",
+                "127.0.0.1",
+                "--port",
+                str(WEBHOOK_PORT),
+                "--health-port",
+                str(self.options.webhook_health_port),
+                "--cert-dir",
+                str(self.cert_dir),
+                "--log-level",
+                "INFO",
+            ],
+            {},
+        )
+        self._wait_http(
+            f"http://127.0.0.1:{self.options.webhook_health_port}/readyz", "webhook ready", self.webhook
+        )
+        self._wait_webhook_effective()
+
+    def _wait_webhook_effective(self) -> None:
+        """A new webhook configuration takes effect about a second later: probe with a dry-run create."""
+        probe_ns = f"phalanx-probe-{uuid.uuid4().hex[:6]}"
+        self.cluster.kubectl("create", "namespace", probe_ns)
+        self.cluster.kubectl("label", "namespace", probe_ns, "phalanx.io/gang-scheduling=enabled")
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "labels": {"phalanx.io/pod-group": "probe"}},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]},
+        }
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                result = self.cluster.kubectl(
+                    "create",
+                    "--dry-run=server",
+                    "-n",
+                    probe_ns,
+                    "-o",
+                    "json",
+                    "-f",
+                    "-",
+                    input=json.dumps(pod),
+                    check=False,
+                )
+                if result.returncode == 0:
+                    gates = json.loads(result.stdout)["spec"].get("schedulingGates") or []
+                    if any(g["name"] == "phalanx.io/gang" for g in gates):
+                        return
+                time.sleep(0.3)
+            raise TimeoutError("the webhook did not take effect within 60s (see .local/phalanx/webhook.log)")
+        finally:
+            self.cluster.kubectl("delete", "namespace", probe_ns, "--wait=false", check=False)
+
+    # ---- controller ------------------------------------------------------------------------------
+    def controller_kubeconfig(self) -> Path:
+        """A kubeconfig that authenticates as the controller's own ServiceAccount."""
+        token = self.cluster.kubectl(
+            "create", "token", "phalanx-controller", "-n", NAMESPACE, "--duration=24h"
+        ).stdout.strip()
+        admin = self.cluster.kubectl_json("config", "view", "--raw", "--minify")
+        cluster_entry = admin["clusters"][0]["cluster"]
+        ca = cluster_entry.get("certificate-authority-data")
+        if not ca and cluster_entry.get("certificate-authority"):
+            ca = base64.b64encode(Path(cluster_entry["certificate-authority"]).read_bytes()).decode()
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {"server": cluster_entry["server"], "certificate-authority-data": ca},
+                }
+            ],
+            "users": [{"name": "phalanx-controller", "user": {"token": token}}],
+            "contexts": [
+                {"name": "controller", "context": {"cluster": "local", "user": "phalanx-controller"}}
+            ],
+            "current-context": "controller",
+        }
+        path = self.dir / "controller.kubeconfig"
+        path.write_text(json.dumps(config))
+        path.chmod(0o600)
+        return path
+
+    def start_controller(self, extra_env: dict[str, str] | None = None) -> None:
+        kubeconfig = self.controller_kubeconfig()
+        env = {
+            **self.options.controller_env,
+            **(extra_env or {}),
+            "PHALANX_CONTROLLER_KUBECONFIG": str(kubeconfig),
+            "PHALANX_CONTROLLER_HEALTH_BIND_ADDRESS": "127.0.0.1",
+            "PHALANX_CONTROLLER_HEALTH_PORT": str(self.options.controller_health_port),
+            "PHALANX_CONTROLLER_NAMESPACE": NAMESPACE,
+        }
+        self.controller = self._spawn("controller", [sys.executable, "-m", "controller"], env)
+        self._wait_http(
+            f"http://127.0.0.1:{self.options.controller_health_port}/readyz",
+            "controller ready",
+            self.controller,
+        )
+
+    def stop_controller(self, kill: bool = False) -> None:
+        if self.controller is None:
+            return
+        if kill:
+            self.controller.kill()
+        else:
+            self.controller.terminate()
+        try:
+            self.controller.wait(10)
+        except subprocess.TimeoutExpired:
+            self.controller.kill()
+            self.controller.wait(5)
+        self.controller = None
+
+    def metrics(self, which: str = "controller") -> str:
+        port = (
+            self.options.controller_health_port if which == "controller" else self.options.webhook_health_port
+        )
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return str(response.read().decode())
+
+    def _wait_http(self, url: str, what: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{what}: process exited with {process.returncode}; see {self.dir}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"timed out waiting for {what} ({url}); see {self.dir}")
+
+    # ---- all together ----------------------------------------------------------------------------
+    def up(self) -> Phalanx:
+        t0 = time.monotonic()
+        self.install()
+        self.start_webhook()
+        self.start_controller()
+        _log(
+            f"Phalanx running in {time.monotonic() - t0:.1f}s "
+            f"(webhook https://127.0.0.1:{WEBHOOK_PORT}, logs {self.dir})"
+        )
+        return self
+
+    def down(self) -> None:
+        self.stop_controller()
+        if self.webhook is not None:
+            self.webhook.terminate()
+            try:
+                self.webhook.wait(10)
+            except subprocess.TimeoutExpired:
+                self.webhook.kill()
+            self.webhook = None
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+
+    def __enter__(self) -> Phalanx:
+        return self.up()
+
+    def __exit__(self, *_: Any) -> None:
+        self.down()

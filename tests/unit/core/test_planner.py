@@ -1,0 +1,305 @@
+"""The pass: validation, members, order, backfill, elastic growth, replacements, parents, timeouts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from controller.core import PlannerConfig, invalid_spec, plan
+from controller.core.model import Admit, GangKey, Plan, Reason, Reject, Wait
+
+from .builders import NOW, GangBuilder, GangLike, NodeLike, PodLike, gang, node, pod, snapshot
+
+G = GangKey("ns", "g")
+
+
+def key(name: str) -> GangKey:
+    return GangKey("ns", name)
+
+
+def run(
+    nodes: Sequence[NodeLike], gangs: Sequence[GangLike], pods: Sequence[PodLike] | None = None, **cfg: object
+) -> Plan:
+    return plan(snapshot(nodes, gangs, pods or []), PlannerConfig(**cfg))  # type: ignore[arg-type]
+
+
+# ---- validation ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("builder", "message"),
+    [
+        (gang("g").min(0), "minMember is 0; it must be at least 1"),
+        (gang("g").min(3).max(2), "maxMember 2 is below minMember 3"),
+        (gang("g").min(3).creatable(2), "minMember is 3 but the workload can only ever create 2 members"),
+    ],
+)
+def test_invalid_specs_are_rejected(builder: GangBuilder, message: str) -> None:
+    d = run([node("a").gpus(8)], [builder.gated_members(3)]).for_gang(G)
+    assert d == Reject(G, Reason.INVALID_SPEC, message)
+
+
+def test_valid_specs() -> None:
+    assert invalid_spec(gang("g").min(3).max(3).creatable(3).build()) is None
+    assert invalid_spec(gang("g").min(1).creatable(None).build()) is None
+
+
+# ---- members -------------------------------------------------------------------------------------
+
+
+def test_waiting_for_members_counts_live_members_only() -> None:
+    members = [
+        pod("a").gpus(1).gated(),
+        pod("b").gpus(1).gated(),
+        pod("c").gpus(1).gated().terminating(),
+        pod("d").gpus(1).phase("Failed"),
+    ]
+    d = run([node("n").gpus(8)], [gang("g").min(3).members(*members)]).for_gang(G)
+    assert d == Wait(G, Reason.WAITING_FOR_MEMBERS, "2 of 3 members exist")
+
+
+def test_foreign_gates_block_admission_and_are_named() -> None:
+    members = [pod("a").gpus(1).gated().foreign_gate("kueue.x-k8s.io/admission"), pod("b").gpus(1).gated()]
+    d = run([node("n").gpus(8)], [gang("g").min(2).members(*members)]).for_gang(G)
+    assert d == Wait(
+        G, Reason.FOREIGN_GATES, "members carry scheduling gates of other systems: kueue.x-k8s.io/admission"
+    )
+
+
+def test_ungated_pending_members_count_towards_the_minimum() -> None:
+    members = [pod("a").gpus(1), pod("b").gpus(1).gated(), pod("c").gpus(1).gated()]
+    d = run([node("n").gpus(8)], [gang("g").min(3).members(*members)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert set(d.placement) == {"ns/b", "ns/c"}
+
+
+# ---- order and backfill --------------------------------------------------------------------------
+
+
+def test_priority_beats_age() -> None:
+    old = gang("old").created(NOW - 1000).gated_members(1, gpus=8)
+    vip = gang("vip").priority(100).created(NOW - 1).gated_members(1, gpus=8)
+    result = run([node("a").gpus(8)], [old, vip])
+    assert isinstance(result.for_gang(key("vip")), Admit)
+    assert isinstance(result.for_gang(key("old")), Wait)
+    assert [d.gang.name for d in result.decisions] == ["vip", "old"]
+
+
+def test_age_then_name_break_ties() -> None:
+    gangs = [gang(n).created(NOW - 10).gated_members(1, gpus=8) for n in ("b", "a")]
+    gangs.append(gang("c").created(NOW - 20).gated_members(1, gpus=8))
+    result = run([node("n").gpus(8)], gangs)
+    assert [d.gang.name for d in result.decisions] == ["c", "a", "b"]
+    assert isinstance(result.decisions[0], Admit)
+
+
+def test_backfill_a_gang_that_does_not_fit_does_not_block_smaller_ones() -> None:
+    big = gang("big").min(2).created(NOW - 100).gated_members(2, gpus=8)
+    small = gang("small").created(NOW - 50).gated_members(1, gpus=2)
+    result = run([node("a").gpus(8), node("b").gpus(8)], [big, small], [pod("x").ns("o").gpus(1).on("a")])
+    assert isinstance(result.for_gang(key("big")), Wait)
+    assert isinstance(result.for_gang(key("small")), Admit)
+
+
+def test_a_pass_books_what_it_admits() -> None:
+    gangs = [gang(f"g{k}").created(NOW - 10 + k).gated_members(1, gpus=4) for k in range(3)]
+    result = run([node("a").gpus(8)], gangs)
+    assert [type(d).__name__ for d in result.decisions] == ["Admit", "Admit", "Wait"]
+
+
+def test_cordoned_and_not_ready_nodes_are_never_used() -> None:
+    result = run(
+        [node("a").gpus(8).cordoned(), node("b").gpus(8).not_ready(), node("c").gpus(1)],
+        [gang("g").gated_members(1, gpus=2)],
+    )
+    d = result.for_gang(G)
+    assert isinstance(d, Wait)
+    assert d.reason == Reason.UNSCHEDULABLE
+
+
+# ---- elastic -------------------------------------------------------------------------------------
+
+
+def test_elastic_members_are_admitted_with_the_minimum_when_they_fit() -> None:
+    d = run([node("a").gpus(3)], [gang("g").min(2).max(4).gated_members(4)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert sorted(d.placement) == ["ns/g-0", "ns/g-1", "ns/g-2"]
+
+
+def test_elastic_members_never_exceed_max_member() -> None:
+    d = run([node("a").gpus(8)], [gang("g").min(2).max(3).gated_members(5)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert len(d.placement) == 3
+
+
+def test_without_max_member_every_gated_member_may_start() -> None:
+    d = run([node("a").gpus(8)], [gang("g").min(2).gated_members(5)]).for_gang(G)
+    assert isinstance(d, Admit) and len(d.placement) == 5
+
+
+def test_elastic_growth_needs_the_minimum_first() -> None:
+    d = run([node("a").gpus(1)], [gang("g").min(2).max(4).gated_members(4)]).for_gang(G)
+    assert isinstance(d, Wait)
+
+
+# ---- already admitted ----------------------------------------------------------------------------
+
+
+def admitted_gang(
+    extra: Sequence[PodLike], min_member: int = 2, max_member: int | None = None
+) -> GangBuilder:
+    g = (
+        gang("g")
+        .min(min_member)
+        .max(max_member)
+        .running_members(["a", "a"])
+        .admitted({"ns/g-0": "a", "ns/g-1": "a"})
+    )
+    return g.members(*extra)
+
+
+def test_an_admitted_gang_with_nothing_new_gets_no_decision() -> None:
+    assert run([node("a").gpus(8)], [admitted_gang([])]).decisions == ()
+
+
+def test_a_replacement_member_is_admitted_on_its_own() -> None:
+    replacement = pod("g-1b").gpus(1).gated().created(NOW - 5)
+    failed = replace(pod("g-1").gpus(1).on("a").phase("Failed").build(), group="g")
+    g = (
+        gang("g")
+        .min(2)
+        .running_members(["a"])
+        .admitted({"ns/g-0": "a", "ns/g-1": "a"})
+        .members(failed, replacement)
+    )
+    d = run([node("a").gpus(2), node("b").gpus(1)], [g]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert d.placement == {"ns/g-1b": "a"}
+    assert d.message == "admitted 1 new member: a 1"
+
+
+def test_elastic_growth_of_an_admitted_gang_up_to_max_member() -> None:
+    extra = [pod(f"new-{k}").gpus(1).gated() for k in range(3)]
+    d = run([node("a").gpus(8)], [admitted_gang(extra, max_member=4)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert sorted(d.placement) == ["ns/new-0", "ns/new-1"]
+
+
+def test_an_admitted_gang_at_max_member_gets_no_decision() -> None:
+    extra = [pod("new-0").gpus(1).gated()]
+    assert run([node("a").gpus(8)], [admitted_gang(extra, max_member=2)]).decisions == ()
+
+
+def test_new_members_are_admitted_one_by_one_as_they_fit() -> None:
+    extra = [pod(f"new-{k}").gpus(2).gated() for k in range(3)]
+    d = run([node("a").gpus(6)], [admitted_gang(extra)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert sorted(d.placement) == ["ns/new-0", "ns/new-1"]
+    assert d.message == "admitted 2 new members: a 2; 1 more wait for room"
+
+
+def test_an_admitted_gang_never_gets_a_wait() -> None:
+    # a replacement that does not fit just stays gated: the gang itself stays admitted
+    assert run([node("a").gpus(2)], [admitted_gang([pod("new").gpus(1).gated()])]).decisions == ()
+
+
+# ---- timeouts ------------------------------------------------------------------------------------
+
+
+def test_a_gang_past_its_timeout_waits_with_timed_out() -> None:
+    g = gang("g").min(2).created(NOW - 700).timeout(600).gated_members(2, gpus=8)
+    d = run([node("a").gpus(8), node("b").gpus(8)], [g], [pod("x").ns("o").gpus(1).on("a")]).for_gang(G)
+    assert isinstance(d, Wait)
+    assert d.timed_out
+    assert (
+        d.message
+        == "schedule timeout of 10m passed; needs 2 pods × 8 nvidia.com/gpu; best placement fits 1: b 1"
+    )
+
+
+def test_the_default_timeout_applies_when_the_gang_sets_none() -> None:
+    g = gang("g").min(3).created(NOW - 100).gated_members(2)
+    assert run([node("a").gpus(8)], [g], default_schedule_timeout=60).for_gang(G) == Wait(
+        G, Reason.WAITING_FOR_MEMBERS, "schedule timeout of 60s passed; 2 of 3 members exist", timed_out=True
+    )
+    d = run([node("a").gpus(8)], [g], default_schedule_timeout=600).for_gang(G)
+    assert isinstance(d, Wait) and not d.timed_out
+
+
+def test_a_timed_out_gang_that_fits_is_still_admitted() -> None:
+    g = gang("g").created(NOW - 700).timeout(600).gated_members(1)
+    assert isinstance(run([node("a").gpus(8)], [g]).for_gang(G), Admit)
+
+
+# ---- parent groups -------------------------------------------------------------------------------
+
+
+def family(c2_members: int = 2, parent_min: int | None = 2) -> list[GangLike]:
+    gangs: list[GangLike] = [
+        gang("c1").min(2).parent("p").created(NOW - 20).gated_members(2, gpus=2),
+        gang("c2").min(2).parent("p").created(NOW - 10).gated_members(c2_members, gpus=2),
+    ]
+    if parent_min is not None:
+        gangs.append(gang("p").min(parent_min))
+    return gangs
+
+
+def test_sibling_groups_are_admitted_together() -> None:
+    result = run([node("a").gpus(8)], family())
+    assert {d.gang.name for d in result.decisions} == {"c1", "c2"}  # none for the parent
+    for d in result.decisions:
+        assert isinstance(d, Admit)
+        assert d.message.startswith("admitted with its sibling groups of parent p; placed 2 pods")
+
+
+def test_a_child_never_starts_without_its_siblings() -> None:
+    result = run([node("a").gpus(8)], family(c2_members=1))
+    expected = "1 of 2 sibling groups of parent p are ready (c2: 1 of 2 members exist)"
+    assert result.for_gang(key("c1")) == Wait(key("c1"), Reason.WAITING_FOR_PARENT, expected)
+    assert result.for_gang(key("c2")) == Wait(key("c2"), Reason.WAITING_FOR_PARENT, expected)
+
+
+def test_a_lone_child_without_a_parent_object_waits() -> None:
+    g = gang("c1").min(1).parent("p").gated_members(1)
+    d = run([node("a").gpus(8)], [g]).for_gang(key("c1"))
+    assert isinstance(d, Wait) and d.reason == Reason.WAITING_FOR_PARENT
+
+
+def test_siblings_are_all_or_nothing() -> None:
+    result = run([node("a").gpus(8)], family(), [pod("x").ns("o").gpus(2).on("a")])
+    for name in ("c1", "c2"):
+        d = result.for_gang(key(name))
+        assert isinstance(d, Wait)
+        assert d.reason == Reason.INSUFFICIENT_CAPACITY
+        assert (
+            d.message == "with its sibling groups of parent p: "
+            "needs 4 pods × 2 nvidia.com/gpu; best placement fits 3: a 3"
+        )
+
+
+def test_the_parent_min_member_counts_children() -> None:
+    gangs = [*family(c2_members=1, parent_min=None), gang("p").min(1)]
+    result = run([node("a").gpus(8)], gangs)
+    assert isinstance(result.for_gang(key("c1")), Admit)
+    assert result.for_gang(key("c2")) == Wait(key("c2"), Reason.WAITING_FOR_MEMBERS, "1 of 2 members exist")
+
+
+def test_once_a_sibling_runs_the_others_start_on_their_own() -> None:
+    running = gang("c1").min(1).parent("p").running_members(["a"]).admitted({"ns/c1-0": "a"})
+    late = gang("c2").min(1).parent("p").gated_members(1)
+    result = run([node("a").gpus(8)], [running, late, gang("p").min(2)])
+    assert isinstance(result.for_gang(key("c2")), Admit)
+    assert result.for_gang(key("c1")) is None
+
+
+def test_an_invalid_sibling_is_rejected_and_holds_the_family() -> None:
+    gangs = [gang("c1").min(1).parent("p").gated_members(1), gang("c2").min(0).parent("p"), gang("p").min(2)]
+    result = run([node("a").gpus(8)], gangs)
+    assert result.for_gang(key("c2")) == Reject(
+        key("c2"), Reason.INVALID_SPEC, "minMember is 0; it must be at least 1"
+    )
+    d = result.for_gang(key("c1"))
+    assert isinstance(d, Wait) and d.reason == Reason.WAITING_FOR_PARENT
+    assert "c2: invalid" in d.message

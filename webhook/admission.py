@@ -1,0 +1,116 @@
+"""One admission request, from body bytes to HTTP answer: parse, mutate, respond, count, log.
+
+Synchronous and free of aiohttp, so that it can be fuzzed directly; it never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.metrics import WebhookMetrics
+from webhook.mutate import Mutation, MutationConfig, Outcome, mutate, request_gvk
+from webhook.review import Review, ReviewError, encode_response, parse_review
+from webhook.shapes import get_in, obj, text
+from webhook.workloads import KINDS, POD
+
+log = logging.getLogger("phalanx.webhook")
+
+JSON = "application/json"
+TEXT = "text/plain"
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+# Metric label values are bounded to what Phalanx knows, whatever a client sends.
+KIND_LABELS = frozenset({POD[2], *(gvk[2] for gvk in KINDS)})
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: str = JSON
+
+
+class Admitter:
+    def __init__(self, config: MutationConfig, metrics: WebhookMetrics) -> None:
+        self._config = config
+        self._metrics = metrics
+
+    def admit(self, body: bytes, started: float) -> Answer:
+        """The answer to one request body; ``started`` is the ``perf_counter()`` at its arrival."""
+        try:
+            review = parse_review(body)
+        except ReviewError as err:
+            return self.bad_request(400, str(err), started)
+        except Exception:  # without a uid there is no AdmissionReview to answer with
+            log.exception("unreadable admission request")
+            return self.bad_request(400, "could not read the AdmissionReview", started)
+        kind, operation = _labels(review.request)
+        try:
+            mutation = mutate(review.request, self._config)
+            answer = Answer(200, _encode(review, mutation))
+            outcome = mutation.outcome.value
+        except Exception as err:
+            # failurePolicy is Fail: refusing is the safe answer to a bug; the traceback is logged.
+            log.exception("phalanx internal error", extra={"uid": review.uid, "kind": kind})
+            message = f"phalanx internal error: {type(err).__name__}: {err}"[:512]
+            answer = Answer(200, encode_response(review, allowed=False, message=message, code=500))
+            mutation = None
+            outcome = "error"
+        self._metrics.count(kind, operation, outcome, len(mutation.ops) if mutation else 0)
+        elapsed = time.perf_counter() - started
+        self._metrics.duration.observe(elapsed)
+        if mutation is not None:
+            _log(review, mutation, elapsed)
+        return answer
+
+    def bad_request(self, status: int, message: str, started: float) -> Answer:
+        """A 4xx with a plain message: the body was not something to admit."""
+        self._metrics.count(UNKNOWN, UNKNOWN, "bad_request")
+        self._metrics.duration.observe(time.perf_counter() - started)
+        log.info("bad admission request", extra={"status": status, "error": message})
+        return Answer(status, f"phalanx: {message}\n".encode(), TEXT)
+
+
+def _labels(request: dict[str, Any]) -> tuple[str, str]:
+    kind = request_gvk(request)[2]
+    operation = text(request.get("operation"))
+    return (
+        kind if kind in KIND_LABELS else "other",
+        operation if operation in OPERATIONS else "other",
+    )
+
+
+def _encode(review: Review, mutation: Mutation) -> bytes:
+    if mutation.allowed:
+        return encode_response(review, ops=mutation.ops, warnings=mutation.warnings)
+    return encode_response(
+        review, allowed=False, warnings=mutation.warnings, message=mutation.reason, code=403
+    )
+
+
+def _log(review: Review, mutation: Mutation, elapsed: float) -> None:
+    changed = mutation.ops or mutation.warnings or mutation.outcome is Outcome.REJECTED
+    level = logging.INFO if changed else logging.DEBUG
+    if not log.isEnabledFor(level):
+        return
+    request = review.request
+    meta = obj(get_in(request, "object", "metadata"))
+    log.log(
+        level,
+        "admission",
+        extra={
+            "uid": review.uid,
+            "kind": request_gvk(request)[2],
+            "namespace": text(request.get("namespace")) or text(meta.get("namespace")),
+            "object_name": text(meta.get("name")) or text(meta.get("generateName")),
+            "outcome": mutation.outcome.value,
+            "group": mutation.group,
+            "ops": len(mutation.ops),
+            "warnings": mutation.warnings,
+            "reason": mutation.reason,
+            "duration_ms": round(elapsed * 1000, 3),
+        },
+    )

@@ -1,0 +1,269 @@
+"""The admission mutation: an AdmissionRequest dict in, JSONPatch ops and warnings out. No I/O.
+
+Workloads (Job, StatefulSet, MPIJob) get the gang gate, the canonical group label, the inferred gang
+size and the user's Phalanx annotations on every pod template, so that each pod is born gated. Pods
+are handled too, for those created without such a template (a bare Pod with a foreign group link).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from shared import constants as c
+from shared.grouplink import GroupLink, declared_min_available, resolve, skipped
+from webhook import traps
+from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
+from webhook.shapes import get_in, obj, strings, text
+from webhook.validation import check_annotations, check_group_name
+from webhook.workloads import GVK, KINDS, POD, STATEFULSET, WorkloadKind
+
+DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "phalanx-system"})
+
+# Workload annotations copied onto pod templates: the controller reads pods, not workloads.
+COPIED_ANNOTATIONS = (
+    c.MIN_MEMBER_ANNOTATION,
+    c.SCHEDULE_TIMEOUT_ANNOTATION,
+    c.PLACEMENT_ANNOTATION,
+    c.PREEMPTIBLE,
+)
+
+
+class Outcome(StrEnum):
+    PATCHED = "patched"  # at least one patch operation
+    UNCHANGED = "unchanged"  # a gang member that already carries everything (re-admission)
+    SKIPPED = "skipped"  # not Phalanx's business: other operation, kind, namespace, opt-out
+    REJECTED = "rejected"  # allowed: false
+
+
+@dataclass(frozen=True, slots=True)
+class MutationConfig:
+    foreign_schedulers: frozenset[str] = frozenset(c.DEFAULT_FOREIGN_GANG_SCHEDULERS)
+    target_scheduler: str = c.DEFAULT_SCHEDULER
+    excluded_namespaces: frozenset[str] = DEFAULT_EXCLUDED_NAMESPACES
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    outcome: Outcome
+    ops: list[JsonPatchOp] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # Why nothing was done (for logs), or, when rejected, the message shown to the user.
+    reason: str = ""
+    group: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome is not Outcome.REJECTED
+
+
+def request_gvk(request: Mapping[str, Any]) -> GVK:
+    kind = obj(request.get("kind"))
+    return text(kind.get("group")), text(kind.get("version")), text(kind.get("kind"))
+
+
+def mutate(request: Mapping[str, Any], config: MutationConfig) -> Mutation:
+    """Decide the patch for one AdmissionRequest (the ``request`` member of an AdmissionReview)."""
+    operation = text(request.get("operation"))
+    if operation != "CREATE":
+        # Gates can only be added at CREATE, and Phalanx changes nothing else.
+        return Mutation(Outcome.SKIPPED, reason=f"operation {operation or '?'}")
+    if text(request.get("subResource")):
+        return Mutation(Outcome.SKIPPED, reason="subresource")
+    gvk = request_gvk(request)
+    kind = KINDS.get(gvk)
+    if gvk != POD and kind is None:
+        return Mutation(Outcome.SKIPPED, reason="kind not handled")
+    body = request.get("object")
+    if not isinstance(body, dict):
+        return Mutation(Outcome.SKIPPED, reason="no object")
+    namespace = text(request.get("namespace")) or text(get_in(body, "metadata", "namespace"))
+    if namespace in config.excluded_namespaces:
+        return Mutation(Outcome.SKIPPED, reason="excluded namespace")
+    if kind is None:
+        return _mutate_pod(body, config)
+    return _mutate_workload(gvk, kind, body, config)
+
+
+def _finish(builder: PatchBuilder, warnings: list[str], group: str) -> Mutation:
+    outcome = Outcome.PATCHED if builder.ops else Outcome.UNCHANGED
+    return Mutation(outcome, builder.ops, warnings, group=group)
+
+
+def _has_gate(gates: Any) -> bool:
+    return isinstance(gates, list) and any(isinstance(g, dict) and g.get("name") == c.GATE for g in gates)
+
+
+class _Template(NamedTuple):
+    """One pod template of a workload, read once."""
+
+    path: Path
+    where: str  # the path, dotted, for messages
+    body: Any  # a dict when well-formed
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    link: GroupLink | None
+
+
+def _templates(kind: WorkloadKind, workload: dict[str, Any]) -> list[_Template]:
+    found = []
+    for path in kind.template_paths:
+        body = get_in(workload, *path)
+        if body is None:
+            continue
+        meta = obj(get_in(body, "metadata"))
+        labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
+        link = resolve(labels, annotations, obj(get_in(body, "spec")))
+        found.append(_Template(path, ".".join(path), body, labels, annotations, link))
+    return found
+
+
+def _mutate_workload(
+    gvk: GVK, kind: WorkloadKind, workload: dict[str, Any], config: MutationConfig
+) -> Mutation:
+    meta = obj(workload.get("metadata"))
+    labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
+    if skipped(labels, annotations):
+        return Mutation(Outcome.SKIPPED, reason=f"{kind.name} opted out with {c.SKIP}")
+    if denial := check_annotations(annotations, kind.name):
+        return Mutation(Outcome.REJECTED, reason=denial)
+
+    templates = _templates(kind, workload)
+    # One workload is one gang unless a template names its own group: the workload's own link,
+    # else the first template's, else the workload's name.
+    default = resolve(labels, annotations) or next((t.link for t in templates if t.link), None)
+    if default is None and text(meta.get("name")):
+        default = GroupLink(text(meta.get("name")), "metadata.name")
+    inferred: int | None = None  # computed once, when needed
+
+    builder = PatchBuilder(workload)
+    warnings: list[str] = []
+    summaries: list[str] = []
+    unnamed: list[str] = []
+    groups: list[str] = []
+    for template in templates:
+        if not isinstance(template.body, dict):
+            warnings.append(f"phalanx: {template.where} is not an object; its pods are not gang-scheduled")
+            continue
+        if skipped(template.labels, template.annotations):
+            continue
+        link = template.link or default
+        if link is None:
+            # Only generateName: the API server picks the name after admission, so the gang cannot
+            # be named from it here. Rare for workloads (manifests use fixed names); a group link
+            # on the template avoids it.
+            unnamed.append(template.where)
+            continue
+        denial = check_annotations(template.annotations, template.where)
+        if denial := denial or check_group_name(link.name, link.source):
+            return Mutation(Outcome.REJECTED, reason=denial)
+        # The lightweight Coscheduling label carries the gang size itself.
+        size = declared_min_available(template.labels) or declared_min_available(labels)
+        if size is None:
+            inferred = size = inferred or kind.gang_size(workload)
+        mark = len(builder.ops)
+        try:
+            scope = builder.scope(template.path)
+            changed = _gate_template(
+                scope, template, group=link.name, size=size, workload_annotations=annotations
+            )
+            rewritten = _rewrite_scheduler(scope, template.body.get("spec"), config, template.where)
+        except ShapeError as err:
+            del builder.ops[mark:]  # leave this template as it was
+            warnings.append(f"phalanx: {err}; pods of {template.where} are not gang-scheduled")
+            continue
+        groups.append(link.name)
+        warnings += rewritten
+        if changed:
+            # The size the controller will use: a min-member annotation wins over the inferred one.
+            override = template.annotations.get(c.MIN_MEMBER_ANNOTATION)
+            count = int(override or annotations.get(c.MIN_MEMBER_ANNOTATION) or size)
+            summaries.append(
+                f"phalanx: {template.where} pods join gang {link.name!r} (from {link.source}, "
+                f"{_pods(count)}) and wait at gate {c.GATE} until all fit"
+            )
+
+    if unnamed:
+        warnings.append(
+            f"phalanx: {kind.name} has no metadata.name (generateName) and no group link, so its gang cannot "
+            f"be named; {', '.join(unnamed)} not gang-scheduled (set label {c.POD_GROUP_LABEL} there)"
+        )
+    if not groups:
+        return Mutation(Outcome.SKIPPED, warnings=warnings, reason="no pod template to gate")
+    if gvk == STATEFULSET:
+        warnings += traps.ordered_ready(builder, workload)
+    if kind.deadline_path:
+        warnings += traps.active_deadline(workload, kind.deadline_path, kind.name)
+    return _finish(builder, summaries + warnings, groups[0])
+
+
+def _pods(count: int) -> str:
+    return f"{count} pod" if count == 1 else f"{count} pods"
+
+
+def _rewrite_scheduler(builder: PatchBuilder, spec: Any, config: MutationConfig, where: str) -> list[str]:
+    return traps.foreign_scheduler(
+        builder, obj(spec), config.foreign_schedulers, config.target_scheduler, where
+    )
+
+
+def _gate_template(
+    builder: PatchBuilder,
+    template: _Template,
+    *,
+    group: str,
+    size: int,
+    workload_annotations: Mapping[str, str],
+) -> bool:
+    """Gate, label and annotate one pod template (``builder`` is scoped to it); True if anything
+    had to change."""
+    before = len(builder.ops)
+    if not _has_gate(get_in(template.body, "spec", "schedulingGates")):
+        builder.append(("spec", "schedulingGates"), {"name": c.GATE})
+    builder.merge(("metadata", "labels"), {c.POD_GROUP_LABEL: group})
+    wanted = {c.INFERRED_MIN_MEMBER_ANNOTATION: str(size)}
+    for key in COPIED_ANNOTATIONS:
+        # A value the user wrote on the template itself is more specific than the workload's.
+        value = workload_annotations.get(key)
+        if value is not None and key not in template.annotations:
+            wanted[key] = value
+    builder.merge(("metadata", "annotations"), wanted)
+    return len(builder.ops) > before
+
+
+def _mutate_pod(pod: dict[str, Any], config: MutationConfig) -> Mutation:
+    meta = obj(pod.get("metadata"))
+    labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
+    if skipped(labels, annotations):
+        return Mutation(Outcome.SKIPPED, reason=f"pod opted out with {c.SKIP}")
+    spec = obj(pod.get("spec"))
+    link = resolve(labels, annotations, spec)
+    if link is None:
+        return Mutation(Outcome.SKIPPED, reason="pod has no group link")
+    if text(spec.get("nodeName")):
+        # A pod bound at creation bypasses the scheduler, and the API server refuses gates on it.
+        warning = (
+            f"phalanx: pod has spec.nodeName set, so it cannot wait at gate {c.GATE}; "
+            f"not gang-scheduled with gang {link.name!r}"
+        )
+        return Mutation(Outcome.SKIPPED, warnings=[warning], reason="nodeName set", group=link.name)
+    if denial := check_annotations(annotations, "pod") or check_group_name(link.name, link.source):
+        return Mutation(Outcome.REJECTED, reason=denial)
+
+    builder = PatchBuilder(pod)
+    warnings: list[str] = []
+    try:
+        if not _has_gate(spec.get("schedulingGates")):
+            builder.append(("spec", "schedulingGates"), {"name": c.GATE})
+            warnings.append(f"phalanx: pod joins gang {link.name!r} (from {link.source}) at gate {c.GATE}")
+        before = len(builder.ops)
+        builder.set(("metadata", "labels", c.POD_GROUP_LABEL), link.name)
+        if len(builder.ops) > before and not warnings:
+            warnings.append(f"phalanx: pod labelled {c.POD_GROUP_LABEL}={link.name} (from {link.source})")
+        warnings += _rewrite_scheduler(builder, spec, config, "")
+    except ShapeError as err:
+        warning = f"phalanx: {err}; pod is not gang-scheduled"
+        return Mutation(Outcome.SKIPPED, warnings=[warning], reason=str(err))
+    return _finish(builder, warnings, link.name)

@@ -1,0 +1,77 @@
+"""AdmissionReview (admission.k8s.io/v1) parsing and response building.
+
+Anything that is not a well-formed AdmissionReview raises ReviewError, which the server turns into
+an HTTP 400: the API server never sends such a body, so whoever did gets a plain message back.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook.patch import JsonPatchOp
+
+REVIEW_KIND = "AdmissionReview"
+# v1beta1 has the same shape; API servers before 1.22 may still send it.
+API_VERSIONS = frozenset({"admission.k8s.io/v1", "admission.k8s.io/v1beta1"})
+
+
+class ReviewError(ValueError):
+    """The body is not an AdmissionReview request."""
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    api_version: str
+    kind: str
+    uid: str
+    request: dict[str, Any]
+
+
+def parse_review(body: bytes) -> Review:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as err:
+        raise ReviewError(f"body is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise ReviewError("body is not a JSON object")
+    if doc.get("kind") != REVIEW_KIND:
+        raise ReviewError(f"kind must be {REVIEW_KIND}")
+    api_version = doc.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise ReviewError(f"apiVersion must be one of {', '.join(sorted(API_VERSIONS))}")
+    request = doc.get("request")
+    if not isinstance(request, dict):
+        raise ReviewError("AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request.uid must be a non-empty string")
+    return Review(api_version, REVIEW_KIND, uid, request)
+
+
+def encode_response(
+    review: Review,
+    *,
+    allowed: bool = True,
+    ops: Sequence[JsonPatchOp] = (),
+    warnings: Sequence[str] = (),
+    message: str | None = None,
+    code: int | None = None,
+) -> bytes:
+    """The AdmissionReview answer, echoing the request's uid, apiVersion and kind."""
+    response: dict[str, Any] = {"uid": review.uid, "allowed": allowed}
+    if ops:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(list(ops))).decode("ascii")
+    if warnings:
+        response["warnings"] = list(warnings)
+    if message is not None:
+        status: dict[str, Any] = {"message": message}
+        if code is not None:
+            status["code"] = code
+        response["status"] = status
+    return orjson.dumps({"apiVersion": review.api_version, "kind": review.kind, "response": response})

@@ -1,0 +1,57 @@
+"""Values Phalanx refuses at admission, because they would otherwise be ignored or break the object.
+
+Each check returns a message for ``allowed: false``, or None when the value is fine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+
+from shared import constants as c
+
+# Kubernetes label values: at most 63 characters, alphanumeric at both ends.
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+
+
+def _is_int(value: str, minimum: int) -> bool:
+    stripped = value.strip()
+    return stripped.isascii() and stripped.isdigit() and len(stripped) <= 9 and int(stripped) >= minimum
+
+
+def _positive(value: str) -> bool:
+    return _is_int(value, 1)
+
+
+def _non_negative(value: str) -> bool:
+    return _is_int(value, 0)
+
+
+def _placement(value: str) -> bool:
+    return value in (c.PLACEMENT_PINNED, c.PLACEMENT_FREE)
+
+
+_CHECKS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
+    (c.MIN_MEMBER_ANNOTATION, _positive, "a positive integer"),
+    (c.SCHEDULE_TIMEOUT_ANNOTATION, _non_negative, "a non-negative integer (seconds)"),
+    (c.PLACEMENT_ANNOTATION, _placement, f"{c.PLACEMENT_PINNED} or {c.PLACEMENT_FREE}"),
+)
+
+
+def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
+    """Phalanx's own annotations must be readable, or the user's intent would be silently lost."""
+    for key, valid, expected in _CHECKS:
+        value = annotations.get(key)
+        if value is not None and not valid(value):
+            return f"phalanx: annotation {key} on {where} must be {expected}, got {value[:64]!r}"
+    return None
+
+
+def check_group_name(group: str, source: str) -> str | None:
+    """The group becomes the value of the label ``phalanx.io/pod-group``, so it must be a valid one."""
+    if _LABEL_VALUE.fullmatch(group):
+        return None
+    return (
+        f"phalanx: group name {group[:80]!r} (from {source}) is not a valid label value "
+        f"(at most 63 characters: letters, digits, '-', '_', '.'); shorten it or set {c.SKIP}: \"true\""
+    )
