@@ -34,7 +34,9 @@ class ControllerSettings(BaseSettings):
     preemption_dry_run: bool = False
     preemption_min_runtime_seconds: float = 0.0
     eviction_grace_seconds: int | None = None
-    starvation_age_seconds: float | None = 300.0
+    starvation_age_seconds: float | None = Field(
+        1800.0, description="a gang waiting longer gets a reservation so smaller gangs cannot starve it"
+    )
     patch_concurrency: int = 64
     resync_seconds: float = 30.0
     log_level: str = "INFO"

@@ -73,6 +73,7 @@ class EventRecorder:
                 extra={"podgroup": f"{record.namespace}/{record.name}", "error": str(err)},
             )
 
-    def forget(self, uid: str) -> None:
-        for key in [k for k in self._last if k[0] == uid]:
+    def retain(self, uids: set[str]) -> None:
+        """Drop de-duplication memory of PodGroups that no longer exist."""
+        for key in [k for k in self._last if k[0] not in uids]:
             del self._last[key]

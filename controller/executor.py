@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller import admission_record
 from controller.admission_record import AdmissionRecord
@@ -25,6 +24,8 @@ from controller.store import Assumed, Store
 from shared import constants as c
 
 log = logging.getLogger(__name__)
+# On a Job that Phalanx suspended to preempt it; removed when it resumes the Job.
+PREEMPTED_LABEL = "phalanx.io/preempted"
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,13 @@ class Executor:
         """Write the admission on the PodGroup first; assume it in the store so no pass re-gives the room."""
         now = self.clock()
         live = {p.uid for p in view.members}
-        existing = admission_record.decode(view.podgroup.annotations) or AdmissionRecord(now, {})
-        record = existing.merged(placement, booked, keep=live)
         key = view.podgroup.key
+        existing = admission_record.decode(view.podgroup.annotations) or AdmissionRecord(now, {})
+        assumed = self.store.assumed.get(key)
+        if assumed is not None:  # an earlier admission the informer has not delivered yet
+            merged = existing.merged(assumed.placement, assumed.booked)
+            existing = AdmissionRecord(min(existing.at, assumed.at), merged.placement, merged.booked)
+        record = existing.merged(placement, booked, keep=live)
         self.store.assumed[key] = Assumed(dict(record.placement), record.at, dict(record.booked))
         try:
             await self.kube.patch(
@@ -108,14 +113,15 @@ class Executor:
         await self.record_admission(view, placement, booked)
         members = [p for p in view.members if p.uid in placement]
         failures = await self.lift_gates(members, placement)
-        if failures:
-            raise RuntimeError(f"gates not lifted for {len(failures)} members: {'; '.join(failures[:3])}")
+        # The admission stands once recorded (a retry finishes the lift): report it either way.
         if first:
             self.metrics.admissions.inc()
             self.metrics.gang_wait.observe(max(0.0, self.clock() - view.gang.created))
             await self.events.emit(view.podgroup, "Admitted", message)
         else:
             await self.events.emit(view.podgroup, "MembersAdmitted", message)
+        if failures:
+            raise RuntimeError(f"gates not lifted for {len(failures)} members: {'; '.join(failures[:3])}")
 
     async def finish_admission(self, view: GangView) -> None:
         """Lift the gates of members recorded as admitted but still gated (a restart mid-lift)."""
@@ -139,6 +145,8 @@ class Executor:
             key.name,
             {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: None}}},
         )
+        # Until the informer delivers the change, the store must not show the old admission.
+        view.podgroup.annotations.pop(c.ADMISSION_ANNOTATION, None)
 
     async def _delete_owned(self, view: GangView) -> tuple[int, list[str]]:
         owned = [p for p in view.members if p.owner is not None and not p.finished and not p.terminating]
@@ -184,46 +192,101 @@ class Executor:
 
     # ---- preemption -----------------------------------------------------------------------------
     async def preempt(self, view: GangView, decision: Preempt, views: Mapping[GangKey, GangView]) -> None:
+        """Free the room the plan chose, whole victim at a time, or nothing at all.
+
+        Every victim pod is first evicted as a dry run, so a PodDisruptionBudget the snapshot did
+        not know about stops the preemption before anything is disturbed. Then pods owned by a Job
+        are released the way Kueue does it -- the Job is suspended (its controller deletes the pods
+        without counting failures or arming its pod-creation backoff) and resumed as soon as they
+        are gone, so it recreates them gated and the gang re-queues whole; every other pod is
+        evicted through the Eviction API (graceful, PDB-checked) and recreated by its owner.
+        """
         now = self.clock()
         key = view.podgroup.key
+        victim_pods: list[Pod] = []
         victims_text = []
-        evictions: list[Coroutine[Any, Any, None]] = []
         for victim in decision.victims:
             pods = [self.store.pods[uid] for uid in victim.pods if uid in self.store.pods]
-            label = str(victim.gang) if victim.gang else ", ".join(f"{p.namespace}/{p.name}" for p in pods)
-            victims_text.append(label)
-            gpu_seconds = sum(
-                p.requests.get(c.GPU_RESOURCE, 0) * max(0.0, now - (p.started or now)) for p in pods
+            victim_pods.extend(pods)
+            victims_text.append(
+                str(victim.gang) if victim.gang else ", ".join(f"{p.namespace}/{p.name}" for p in pods)
             )
+        summary = "; ".join(victims_text)
+        if self.settings.dry_run_preemption:
+            await self.events.emit(
+                view.podgroup, "PreemptionDryRun", f"would evict: {summary}: {decision.message}"
+            )
+            return
+        checks = await gather_limited(
+            self.settings.concurrency,
+            *(
+                self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds, dry_run=True)
+                for p in victim_pods
+            ),
+        )
+        refused = [
+            f"{p.name}: {r}"
+            for p, r in zip(victim_pods, checks, strict=True)
+            if isinstance(r, BaseException) and not (isinstance(r, ApiError) and r.not_found)
+        ]
+        if refused:
+            await self.events.emit(
+                view.podgroup, "PreemptionBlocked", f"not preempting {summary}: {refused[0]}", warning=True
+            )
+            raise RuntimeError(f"preemption refused for {len(refused)} victim pods: {refused[0]}")
+
+        for victim in decision.victims:
             if victim.gang is not None and victim.gang in views:
+                # The victim re-queues whole: its old admission must not let its new pods trickle in.
+                await self._clear_admission(views[victim.gang])
                 await self.events.emit(
                     views[victim.gang].podgroup,
                     "Preempted",
-                    f"{'would be ' if self.settings.dry_run_preemption else ''}evicted whole "
-                    f"to make room for {key} (priority {view.gang.priority})",
+                    f"evicted whole to make room for {key} (priority {view.gang.priority})",
                     warning=True,
                 )
-            if self.settings.dry_run_preemption:
-                continue
-            self.metrics.preemptions.inc()
-            self.metrics.preempted_gpu_seconds.inc(gpu_seconds)
-            evictions.extend(
-                self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds) for p in pods
+        for pod in victim_pods:
+            self.metrics.preempted_gpu_seconds.inc(
+                pod.requests.get(c.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
             )
-        if self.settings.dry_run_preemption:
-            await self.events.emit(
-                view.podgroup, "PreemptionDryRun", f"would evict: {'; '.join(victims_text)}"
-            )
-            return
+        self.metrics.preemptions.inc(len(decision.victims))
         self.store.holds[key] = Assumed(dict(decision.placement), now)
-        results = await gather_limited(self.settings.concurrency, *evictions)
+        jobs = sorted({(p.namespace, p.owner.name) for p in victim_pods if p.owner and p.owner.kind == "Job"})
+        evictions = [
+            self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds)
+            for p in victim_pods
+            if not (p.owner and p.owner.kind == "Job")
+        ]
+        suspensions = [
+            self.kube.patch(
+                JOBS, ns, name, {"metadata": {"labels": {PREEMPTED_LABEL: "true"}}, "spec": {"suspend": True}}
+            )
+            for ns, name in jobs
+        ]
+        results = await gather_limited(self.settings.concurrency, *evictions, *suspensions)
         failed = [
             r
             for r in results
             if isinstance(r, BaseException) and not (isinstance(r, ApiError) and r.not_found)
         ]
-        await self.events.emit(
-            view.podgroup, "Preempting", f"evicting {'; '.join(victims_text)}: {decision.message}"
-        )
+        await self.events.emit(view.podgroup, "Preempting", f"evicting {summary}: {decision.message}")
         if failed:
             raise RuntimeError(f"{len(failed)} evictions failed: {failed[0]}")
+
+    async def resume_preempted_jobs(self) -> int:
+        """Resume Jobs suspended for preemption once their pods are gone; returns how many still wait."""
+        jobs, _ = await self.kube.list(JOBS, label_selector=f"{PREEMPTED_LABEL}=true")
+        waiting = 0
+        for job in jobs:
+            status = job.get("status") or {}
+            if int(status.get("active") or 0) or int(status.get("terminating") or 0):
+                waiting += 1
+                continue
+            meta = job.get("metadata") or {}
+            await self.kube.patch(
+                JOBS,
+                meta.get("namespace"),
+                str(meta.get("name")),
+                {"metadata": {"labels": {PREEMPTED_LABEL: None}}, "spec": {"suspend": False}},
+            )
+        return waiting

@@ -7,7 +7,7 @@ webhook inferred from the workload, then the configured default.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from controller import admission_record
@@ -67,8 +67,8 @@ def creatable(members: Iterable[Pod]) -> int | None:
         size = _int(pod.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
         previous = by_owner.get(pod.owner.uid, 0)
         by_owner[pod.owner.uid] = None if size is None or previous is None else max(previous, size)
-    if any(v is None for v in by_owner.values()):
-        return None
+    if not by_owner or any(v is None for v in by_owner.values()):
+        return None  # no workload member seen (yet, or after a rollback): size unknown
     return bare + sum(v for v in by_owner.values() if v is not None)
 
 
@@ -78,11 +78,13 @@ def gang_priority(record: PodGroupRecord, members: Iterable[Pod], store: Store) 
     if isinstance(class_name, str) and class_name in store.priority_classes:
         pc = store.priority_classes[class_name]
         return pc.value, pc.preemption_policy
+    members = list(members)
+    # The API server copies each pod's class's preemptionPolicy into the pod spec.
+    policy = "Never" if any(p.preemption_policy == "Never" for p in members) else "PreemptLowerPriority"
     explicit = _int(record.spec.get("priority"))
     if explicit is not None:
-        return explicit, "PreemptLowerPriority"
-    members = list(members)
-    return max((p.priority for p in members), default=0), "PreemptLowerPriority"
+        return explicit, policy
+    return max((p.priority for p in members), default=0), policy
 
 
 def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
@@ -111,8 +113,9 @@ def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
     return all(p.preemptible for p in members)
 
 
-def view(record: PodGroupRecord, store: Store) -> GangView:
-    members = store.members(record.key)
+def view(record: PodGroupRecord, store: Store, budgeted: Mapping[str, Pod] | None = None) -> GangView:
+    """The gang of ``record``; ``budgeted`` holds member records that carry their disruption budget."""
+    members = [(budgeted or {}).get(p.uid, p) for p in store.members(record.key)]
     priority, policy = gang_priority(record, members, store)
     admission = admission_record.decode(record.annotations)
     assumed = store.assumed.get(record.key)
@@ -157,6 +160,13 @@ def view(record: PodGroupRecord, store: Store) -> GangView:
 
 
 def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView]]:
+    # Pods a PodDisruptionBudget selects carry its name, in the pod list and in their gang alike.
+    budgeted: dict[str, Pod] = {}
+    if store.budgets:
+        for pod in store.pods.values():
+            budget = next((f"{b.namespace}/{b.name}" for b in store.budgets.values() if b.selects(pod)), None)
+            if budget is not None:
+                budgeted[pod.uid] = _with_budget(pod, budget)
     views = {}
     for key in sorted(store.gang_keys(), key=lambda k: (k.namespace, k.name)):
         record = store.podgroup(key)
@@ -165,11 +175,8 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
         # Phalanx manages gangs in opted-in namespaces, and any gang it gated (a namespace that
         # opted out later must not strand its gated pods). Other PodGroups are not its business.
         if key.namespace in store.opted_in or any(p.gated for p in store.members(key)):
-            views[key] = view(record, store)
-    pods = []
-    for pod in store.pods.values():
-        budget = next((f"{b.namespace}/{b.name}" for b in store.budgets.values() if b.selects(pod)), None)
-        pods.append(pod if budget is None else _with_budget(pod, budget))
+            views[key] = view(record, store, budgeted)
+    pods = (budgeted.get(uid, pod) for uid, pod in store.pods.items())
     snap = Snapshot(
         nodes=tuple(sorted(store.nodes.values(), key=lambda n: n.name)),
         pods=tuple(sorted(pods, key=lambda p: p.uid)),

@@ -55,6 +55,7 @@ class Informer:
                     await self._list()
                 await self._watch()
                 backoff = 0.5
+                continue  # a watch that ended normally is reopened at once
             except asyncio.CancelledError:
                 raise
             except ApiError as err:

@@ -53,7 +53,9 @@ class ApiError(Exception):
 
 
 class Kube(Protocol):
-    async def list(self, rt: ResourceType, namespace: str | None = None) -> tuple[list[JSON], str]: ...
+    async def list(
+        self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[JSON], str]: ...
 
     def watch(self, rt: ResourceType, resource_version: str, timeout_seconds: int) -> AsyncIterator[JSON]: ...
 
@@ -79,7 +81,9 @@ class Kube(Protocol):
         self, rt: ResourceType, namespace: str | None, name: str, uid: str | None = None
     ) -> None: ...
 
-    async def evict(self, namespace: str, name: str, grace_seconds: int | None = None) -> None: ...
+    async def evict(
+        self, namespace: str, name: str, grace_seconds: int | None = None, dry_run: bool = False
+    ) -> None: ...
 
     async def served(self, rt: ResourceType) -> bool: ...
 
@@ -145,11 +149,15 @@ class KubeClient:
         result: JSON = orjson.loads(data) if data else {}
         return result
 
-    async def list(self, rt: ResourceType, namespace: str | None = None) -> tuple[list[JSON], str]:
+    async def list(
+        self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[JSON], str]:
         items: list[JSON] = []
         token = ""
         while True:
             query = [("limit", str(self._page))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
             if token:
                 query.append(("continue", token))
             page = await self._json("GET", rt.path(namespace), query=query, timeout=120.0)
@@ -210,14 +218,21 @@ class KubeClient:
             body["preconditions"] = {"uid": uid}  # never delete a newer object of the same name
         await self._json("DELETE", rt.path(namespace, name), body=body)
 
-    async def evict(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+    async def evict(
+        self, namespace: str, name: str, grace_seconds: int | None = None, dry_run: bool = False
+    ) -> None:
         body: JSON = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        options: JSON = {}
         if grace_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_seconds}
+            options["gracePeriodSeconds"] = grace_seconds
+        if dry_run:  # checks PodDisruptionBudgets without evicting
+            options["dryRun"] = ["All"]
+        if options:
+            body["deleteOptions"] = options
         await self._json("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
 
     async def served(self, rt: ResourceType) -> bool:

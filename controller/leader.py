@@ -42,6 +42,8 @@ class LeaderElector:
     ) -> None:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
         self.clock, self.duration, self.renew = clock, duration, renew
+        # Step down well before the lease can expire for the others (client-go: 10 s of 15 s).
+        self.renew_deadline = duration * 2 / 3
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
 
@@ -104,7 +106,7 @@ class LeaderElector:
                 if not self.is_leader.is_set():
                     log.info("became leader", extra={"identity": self.identity})
                     self.is_leader.set()
-            elif self.is_leader.is_set() and now - last_renewed > self.duration:
+            elif self.is_leader.is_set() and now - last_renewed >= self.renew_deadline:
                 log.error("lost leadership", extra={"identity": self.identity})
                 self.lost.set()
                 return

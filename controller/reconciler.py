@@ -57,6 +57,9 @@ class Reconciler:
         self.timeout_action = timeout_action
         self.podgroups = PodGroupFactory(kube, store)
         self.passes = 0
+        # Jobs suspended by a preemption may wait to be resumed (checked once at start: a restart
+        # must not leave them suspended).
+        self.preempted_jobs = True
         store.listeners.append(self.on_change)
 
     def on_change(self, key: GangKey | None) -> None:
@@ -86,7 +89,9 @@ class Reconciler:
         """One pass. Returns the keys whose work failed (to retry with backoff)."""
         self.passes += 1
         failed: set[Hashable] = set()
-        for key in sorted((k for k in batch if isinstance(k, GangKey)), key=str):
+        # A REPLAN (resync, leadership gained) covers every gang, also those seen while on standby.
+        targets = self.store.gang_keys() if REPLAN in batch else {k for k in batch if isinstance(k, GangKey)}
+        for key in sorted(targets, key=str):
             try:
                 await self.podgroups.ensure(key)
             except ApiError as err:
@@ -124,6 +129,20 @@ class Reconciler:
         await self._timeouts(views, decisions, now)
         await self._write_statuses(views, decisions, now, failed)
         self._release_stale_holds(views, decisions, now)
+        if any(isinstance(d, Preempt) for d in decisions.values()):
+            self.preempted_jobs = True
+            self.queue.add_after(REPLAN, 0.5)  # resume the suspended victims soon
+        if REPLAN in batch and self.preempted_jobs:
+            try:
+                waiting = await self.executor.resume_preempted_jobs()
+            except ApiError as err:
+                log.warning("resuming preempted jobs failed", extra={"error": str(err)})
+            else:
+                self.preempted_jobs = waiting > 0
+                if waiting:
+                    self.queue.add_after(REPLAN, 0.5)
+        if REPLAN in batch:
+            self.events.retain({v.podgroup.uid for v in views.values()})
         return failed
 
     async def _bind_timeouts(
@@ -202,7 +221,7 @@ class Reconciler:
                     view.podgroup.rt, key.namespace, key.name, {"status": wanted}, subresource="status"
                 )
                 self.metrics.status_writes.inc()
-                view.podgroup.status.update(wanted)  # avoid rewriting before the informer catches up
+                status.applied(view.podgroup.status, wanted)  # no rewrite before the informer catches up
             except ApiError as err:
                 if not err.not_found:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})

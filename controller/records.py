@@ -166,4 +166,5 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         annotations={k: v for k, v in annotations.items() if k.startswith(c.DOMAIN)},
         started=parse_time(status.get("startTime")),
         preemptible=preemptible,
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
     )

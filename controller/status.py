@@ -37,7 +37,10 @@ def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) ->
     gang = view.gang
     minimum = max(gang.min_member, 1)
     admitted = (
-        bool(gang.admitted) or gang.admitted_at is not None or n["scheduled"] + n["succeeded"] >= minimum
+        isinstance(decision, Admit)
+        or bool(gang.admitted)
+        or gang.admitted_at is not None
+        or n["scheduled"] + n["succeeded"] >= minimum
     )
     if isinstance(decision, Reject):
         return "Failed", decision.reason.value, decision.message, False
@@ -95,10 +98,20 @@ def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, 
         "scheduleStartTime": iso(view.gang.created) if view.gang.created else None,
         "conditions": [condition],
     }
-    if view.gang.admitted_at is not None:
-        status["admittedTime"] = iso(view.gang.admitted_at)
-    return {k: v for k, v in status.items() if v is not None}
+    # None is kept on purpose: written as a merge patch, it removes a stale admittedTime.
+    status["admittedTime"] = iso(view.gang.admitted_at) if view.gang.admitted_at is not None else None
+    return status
 
 
 def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Would writing ``wanted`` change ``current``? (A None in wanted means "absent".)"""
     return any(current.get(k) != v for k, v in wanted.items())
+
+
+def applied(current: dict[str, Any], wanted: Mapping[str, Any]) -> None:
+    """Apply ``wanted`` to ``current`` as the merge patch does (None removes the key)."""
+    for key, value in wanted.items():
+        if value is None:
+            current.pop(key, None)
+        else:
+            current[key] = value

@@ -239,6 +239,8 @@ class Store:
         for raw in items:
             record = PodGroupRecord.from_raw(rt, raw)
             self.podgroups[rt][record.key] = record
+        for key in old - set(self.podgroups[rt]):
+            self.assumed.pop(key, None)
         for key in old | set(self.podgroups[rt]):
             self._changed(key)
         self._changed(None)

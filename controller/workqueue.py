@@ -28,6 +28,7 @@ class WorkQueue:
         self._clock = clock
         self._dirty: set[Hashable] = set()
         self._timers: list[tuple[float, int, Hashable]] = []
+        self._deadlines: dict[Hashable, float] = {}  # the one live timer of each key (the earliest)
         self._seq = itertools.count()
         self._failures: dict[Hashable, int] = {}
         self._base = base_delay
@@ -40,7 +41,12 @@ class WorkQueue:
 
     @property
     def depth(self) -> int:
-        return len(self._dirty) + len(self._timers)
+        return len(self._dirty | set(self._deadlines))
+
+    @property
+    def scheduled(self) -> int:
+        """Keys waiting on a timer (at most one timer per key)."""
+        return len(self._deadlines)
 
     def add(self, key: Hashable) -> None:
         self._dirty.add(key)
@@ -50,7 +56,11 @@ class WorkQueue:
         if delay <= 0:
             self.add(key)
             return
-        heapq.heappush(self._timers, (self._clock() + delay, next(self._seq), key))
+        due = self._clock() + delay
+        if self._deadlines.get(key, float("inf")) <= due:
+            return  # an earlier timer for this key is already set
+        self._deadlines[key] = due
+        heapq.heappush(self._timers, (due, next(self._seq), key))
         self._wake.set()
 
     def add_rate_limited(self, key: Hashable) -> None:
@@ -64,8 +74,12 @@ class WorkQueue:
     def _promote_due(self) -> float | None:
         now = self._clock()
         while self._timers and self._timers[0][0] <= now:
-            _, _, key = heapq.heappop(self._timers)
-            self._dirty.add(key)
+            due, _, key = heapq.heappop(self._timers)
+            if self._deadlines.get(key) == due:  # superseded entries are skipped
+                del self._deadlines[key]
+                self._dirty.add(key)
+        while self._timers and self._deadlines.get(self._timers[0][2]) != self._timers[0][0]:
+            heapq.heappop(self._timers)  # drop stale heads so the next wake-up is right
         return self._timers[0][0] - now if self._timers else None
 
     async def get_batch(self) -> set[Hashable]:

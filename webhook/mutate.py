@@ -18,7 +18,7 @@ from webhook import traps
 from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
 from webhook.shapes import get_in, obj, strings, text
 from webhook.validation import check_annotations, check_group_name
-from webhook.workloads import GVK, KINDS, POD, STATEFULSET, WorkloadKind
+from webhook.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "phalanx-system"})
 
@@ -196,6 +196,8 @@ def _mutate_workload(
         warnings += traps.ordered_ready(builder, workload)
     if kind.deadline_path:
         warnings += traps.active_deadline(workload, kind.deadline_path, kind.name)
+    if gvk == JOB:
+        warnings += traps.disruptions_count_as_failures(builder, workload)
     return _finish(builder, summaries + warnings, groups[0])
 
 

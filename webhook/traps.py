@@ -53,3 +53,40 @@ def foreign_scheduler(
     builder.set(("spec", "schedulerName"), target)
     field = f"{where}.spec.schedulerName" if where else "spec.schedulerName"
     return [f"phalanx: {field} {name} replaced by {target}; Phalanx does the gang scheduling"]
+
+
+# Preemption evicts a victim gang's pods through the Eviction API, which marks them with the
+# DisruptionTarget condition. Without a rule that ignores it, each eviction counts against the
+# Job's backoffLimit, and a gang preempted once can fail for good instead of re-queueing whole.
+IGNORE_DISRUPTIONS = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+
+
+def disruptions_count_as_failures(builder: PatchBuilder, job: dict[str, Any]) -> list[str]:
+    policy = get_in(job, "spec", "podFailurePolicy")
+    restart = get_in(job, "spec", "template", "spec", "restartPolicy")
+    if policy is None and restart == "Never":
+        builder.set(("spec", "podFailurePolicy"), {"rules": [IGNORE_DISRUPTIONS]})
+        # The API requires podReplacementPolicy Failed with a podFailurePolicy (it was defaulted to
+        # TerminatingOrFailed before admission webhooks run).
+        builder.set(("spec", "podReplacementPolicy"), "Failed")
+        return [
+            "phalanx: spec.podFailurePolicy added (Ignore pods with condition DisruptionTarget) so that "
+            "pods evicted to make room for a higher-priority gang do not count against backoffLimit "
+            "(and spec.podReplacementPolicy set to Failed, which that requires)"
+        ]
+    rules = get_in(job, "spec", "podFailurePolicy", "rules")
+    ignores = isinstance(rules, list) and any(
+        isinstance(rule, dict)
+        and rule.get("action") == "Ignore"
+        and any(
+            isinstance(cond, dict) and cond.get("type") == "DisruptionTarget"
+            for cond in rule.get("onPodConditions") or ()
+        )
+        for rule in rules
+    )
+    if ignores:
+        return []
+    return [
+        "phalanx: pods of this Job evicted by preemption count against its backoffLimit "
+        "(add a podFailurePolicy rule Ignore on condition DisruptionTarget, with restartPolicy Never)"
+    ]

@@ -101,6 +101,8 @@ class Pod:
     # "namespace/name" of a PodDisruptionBudget that selects this pod, if any.
     disruption_budget: str | None = None
     preemptible: bool = True  # False with phalanx.io/preemptible: "false" (label or annotation)
+    # spec.preemptionPolicy, resolved by the API server from the pod's PriorityClass.
+    preemption_policy: str = "PreemptLowerPriority"
 
     @property
     def bound(self) -> bool:

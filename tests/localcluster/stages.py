@@ -1,7 +1,7 @@
 """KWOK stages: how fake kubelets move pods and nodes.
 
-kwokctl's stock node stages (initialise, heartbeat with lease) and pod stages (ready, delete) are
-copied from the kwok module by build-binaries.sh; the pod-complete stage is ours so that tests can
+kwokctl's stock node stages (initialise, heartbeat with lease) and pod-ready stage are copied from
+the kwok module by build-binaries.sh; pod-complete, pod-terminate and pod-delete are ours. Tests can
 watch a gang *run*: a Job-owned pod completes only after the Go duration in the annotation
 ``RUN_FOR_ANNOTATION`` (e.g. "30s"), and without it after ``DEFAULT_RUN_FOR_MS`` (one hour, i.e.
 for any test: it keeps running until deleted). Pods without a Job owner run until deleted.
@@ -17,8 +17,69 @@ STOCK_STAGES = (
     "node-initialize.yaml",
     "node-heartbeat-with-lease.yaml",
     "pod-ready.yaml",
-    "pod-delete.yaml",
 )
+
+# Like a kubelet: a bound pod that is being deleted first turns Failed (its containers killed),
+# and only then goes away. The Job controller relies on that terminal phase when a Job has a
+# podFailurePolicy (which Phalanx's webhook adds so preemption evictions are not failures);
+# kwok's stock pod-delete stage would delete such a pod while it is still Running.
+POD_TERMINATE = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-terminate
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.spec.nodeName'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Running', 'Pending']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 137
+            finishedAt: {{ $now | Quote }}
+            reason: Error
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Failed
+"""
+
+POD_DELETE = """\
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'In'
+      values: ['Succeeded', 'Failed', 'Unknown']
+  next:
+    delete: true
+"""
 
 POD_COMPLETE = f"""\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -68,5 +129,5 @@ def stage_documents(bin_dir: Path) -> list[str]:
     """The YAML documents of every stage the cluster runs with."""
     stage_dir = bin_dir / "kwok-stages"
     docs = [(stage_dir / name).read_text() for name in STOCK_STAGES]
-    docs.append(POD_COMPLETE)
+    docs += [POD_COMPLETE, POD_TERMINATE, POD_DELETE]
     return docs

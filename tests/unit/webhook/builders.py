@@ -99,6 +99,10 @@ class JobBuilder(Builder):
         self.obj["spec"]["activeDeadlineSeconds"] = seconds
         return self
 
+    def failure_policy(self, policy: Obj) -> Self:
+        self.obj["spec"]["podFailurePolicy"] = policy
+        return self
+
 
 class StatefulSetBuilder(Builder):
     gvk = STATEFULSET

@@ -80,9 +80,22 @@ def test_job_gets_gate_label_and_size() -> None:
     assert annotations_of(template) == {c.INFERRED_MIN_MEMBER_ANNOTATION: "4"}
     assert mutation.warnings == [
         "phalanx: spec.template pods join gang 'train' (from metadata.name, 4 pods) and wait at gate "
-        "phalanx.io/gang until all fit"
+        "phalanx.io/gang until all fit",
+        "phalanx: spec.podFailurePolicy added (Ignore pods with condition DisruptionTarget) so that pods "
+        "evicted to make room for a higher-priority gang do not count against backoffLimit "
+        "(and spec.podReplacementPolicy set to Failed, which that requires)",
     ]
+    assert out["spec"]["podReplacementPolicy"] == "Failed"
     assert all(w.startswith("phalanx: ") for w in mutation.warnings)
+    assert out["spec"]["podFailurePolicy"] == {
+        "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+    }
+
+
+def test_job_with_its_own_failure_policy_is_only_warned() -> None:
+    mutation, out = run(job("train").failure_policy({"rules": []}))
+    assert out["spec"]["podFailurePolicy"] == {"rules": []}
+    assert any("count against its backoffLimit" in w for w in mutation.warnings)
 
 
 def test_missing_parents_are_created_with_whole_objects() -> None:
@@ -91,6 +104,8 @@ def test_missing_parents_are_created_with_whole_objects() -> None:
         ("add", "/spec/template/spec/schedulingGates"),
         ("add", "/spec/template/metadata"),
         ("add", "/spec/template/metadata/annotations"),
+        ("add", "/spec/podFailurePolicy"),
+        ("add", "/spec/podReplacementPolicy"),
     ]
     assert mutation.ops[1]["value"] == {"labels": {c.POD_GROUP_LABEL: "train"}}
 

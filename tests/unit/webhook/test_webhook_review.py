@@ -85,7 +85,9 @@ def test_admit_patches_and_counts() -> None:
         sample(metrics, "phalanx_webhook_requests_total", kind="Job", operation="CREATE", outcome="patched")
         == 1
     )
-    assert sample(metrics, "phalanx_webhook_patch_operations_total", kind="Job") == 3
+    assert (
+        sample(metrics, "phalanx_webhook_patch_operations_total", kind="Job") == 5
+    )  # + podFailurePolicy, podReplacementPolicy
     assert sample(metrics, "phalanx_webhook_request_duration_seconds_count") == 1
 
 

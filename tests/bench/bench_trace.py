@@ -1,0 +1,99 @@
+"""Trace replay: every policy on one day of the Philly trace, 16 nodes × 8 GPUs.
+
+Run: ``python -m tests.bench.bench_trace`` (or ``pytest -m bench tests/bench/bench_trace.py``).
+
+Replays the jobs submitted on 2017-10-03 (UTC) with ``controller.simulation`` -- the real core for
+``phalanx`` -- and writes ``out/bench/trace.json`` (the simulation's JSON plus wall time and
+simulated jobs/s per policy) and ``out/bench/trace.png``, then prints the table. Without the trace
+(``../shared/data/traces/philly.csv``) it replays a seeded synthetic mix instead. Under a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.core.config import PlannerConfig
+from controller.simulation import ClusterSpec, compare, load_trace, synthetic
+from controller.simulation.compare import DEFAULT_POLICIES
+from controller.simulation.trace import Workload
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "out" / "bench" / "trace"
+TRACE = ROOT.parent / "shared" / "data" / "traces" / "philly.csv"
+
+
+def workload(start: str, days: float, spec: ClusterSpec) -> Workload:
+    if TRACE.exists():
+        return load_trace(TRACE, start, days)
+    return synthetic(400, 1, spec.total_gpus, load=1.0, mix="philly")
+
+
+def run(start: str = "2017-10-03", days: float = 1.0, nodes: int = 16) -> dict[str, Any]:
+    spec = ClusterSpec(nodes=nodes, gpus_per_node=8)
+    w = workload(start, days, spec)
+    started = time.perf_counter()
+    comparison = compare(w, spec, DEFAULT_POLICIES, PlannerConfig(), name="bench-trace")
+    wall = time.perf_counter() - started
+    json_path, png_path = comparison.write(OUT)
+    doc: dict[str, Any] = json.loads(json_path.read_text())
+    doc["bench"] = {
+        "wall_s": round(wall, 3),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "png": str(png_path.relative_to(ROOT)),
+    }
+    json_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    doc["_table"] = comparison.table()
+    return doc
+
+
+def report(doc: dict[str, Any]) -> str:
+    setup = doc["setup"]
+    lines = [
+        f"trace replay: {setup['jobs']} jobs ({setup['source']}, from {setup['window_start'] or '-'}, "
+        f"{setup['window_days']} d) on {setup['cluster']['nodes']} nodes × "
+        f"{setup['cluster']['gpus_per_node']} GPUs, offered load {setup['offered_load_in_window_pct']}%",
+        doc["_table"],
+        "",
+        f"{'policy':<18} {'wall s':>8} {'jobs/s':>9} {'cycles':>8}",
+    ]
+    for name, entry in doc["policies"].items():
+        timing = entry["timing"]
+        lines.append(
+            f"{name:<18} {timing['wall_s']:>8.2f} {timing['jobs_per_s'] or 0:>9.0f} "
+            f"{entry['metrics']['cycles']:>8}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--start", default="2017-10-03")
+    parser.add_argument("--days", type=float, default=1.0)
+    parser.add_argument("--nodes", type=int, default=16)
+    args = parser.parse_args(argv)
+    doc = run(args.start, args.days, args.nodes)
+    print(report(doc))
+    print(f"written to {OUT.relative_to(ROOT)}.json and .png")
+    problems = {n: e["metrics"]["bounds"] for n, e in doc["policies"].items() if e["metrics"]["bounds"]}
+    if problems:
+        print(f"bounds violated: {problems}")
+        return 1
+    return 0
+
+
+@pytest.mark.bench
+def test_bench_trace() -> None:
+    assert main([]) == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

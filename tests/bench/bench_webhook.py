@@ -1,0 +1,613 @@
+"""Webhook latency and throughput over real TLS on loopback, against a bare aiohttp floor.
+
+Run: ``python -m tests.bench.bench_webhook`` (or ``pytest -m bench tests/bench/bench_webhook.py``).
+Starts the real webhook (``python -m webhook``, default settings, INFO logs) and a bare aiohttp TLS
+handler that answers ``allowed: true`` unchanged, each in its own process, and drives both with
+the same keep-alive aiohttp client and the same mix of AdmissionReviews: a Job-owned pod (~3 KB,
+created from a template Phalanx already gated, so nothing to change), an MPIJob (~8 KB, patched,
+with warnings) and a pod Phalanx ignores. Phases: a fixed 1,000 requests/s (latency percentiles),
+then saturation (requests/s, and server CPU per request, which does not depend on how fast this
+one client is). Rounds alternate between the two servers so that other load on the machine weighs
+on both alike. Also reports the admission logic's in-process CPU per request type, including a pod
+that must be patched. Writes ``out/bench/webhook.json`` and prints a table. About 35 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import ipaddress
+import logging
+import math
+import os
+import platform
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[2]
+OUT = ROOT / "out" / "bench" / "webhook.json"
+RATE = 1000
+FIXED_SECONDS = 6.0  # per server, in ROUNDS alternating rounds
+SATURATION_SECONDS = 6.0
+ROUNDS = 6
+WARMUP_SECONDS = 1.0
+CONCURRENCY = 32
+TARGET_P99_MS = 3.0
+TARGET_THROUGHPUT_RATIO = 0.70
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --- payloads ---------------------------------------------------------------------------------
+
+
+def _container(name: str, gpus: int, env: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["torchrun", "--nnodes=8", "--nproc-per-node=1", "/workspace/train.py"],
+        "args": ["--config", "/etc/train/config.yaml", "--checkpoint-dir", "/checkpoints/run-42"],
+        "env": [{"name": f"TRAIN_SETTING_{i}", "value": f"value-{i:04d}-abcdefgh"} for i in range(env)],
+        "resources": {
+            "limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(gpus)},
+            "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(gpus)},
+        },
+        "volumeMounts": [
+            {"name": "config", "mountPath": "/etc/train"},
+            {"name": "checkpoints", "mountPath": "/checkpoints"},
+            {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"},
+        ],
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+    }
+
+
+def _pod_spec(gpus: int, env: int) -> dict[str, Any]:
+    return {
+        "restartPolicy": "Never",
+        "containers": [_container("trainer", gpus, env)],
+        "volumes": [
+            {"name": "config", "configMap": {"name": "train-config", "defaultMode": 420}},
+            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "checkpoints"}},
+            {
+                "name": "kube-api-access-x7k2p",
+                "projected": {
+                    "defaultMode": 420,
+                    "sources": [
+                        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                        {
+                            "configMap": {
+                                "name": "kube-root-ca.crt",
+                                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                            }
+                        },
+                    ],
+                },
+            },
+        ],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        ],
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "schedulerName": "default-scheduler",
+        "priority": 0,
+        "enableServiceLinks": True,
+        "preemptionPolicy": "PreemptLowerPriority",
+    }
+
+
+def _review(
+    uid: str, gvk: tuple[str, str, str], resource: str, obj: dict[str, Any], user: str
+) -> dict[str, Any]:
+    group, version, kind = gvk
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": resource},
+            "requestKind": {"group": group, "version": version, "kind": kind},
+            "requestResource": {"group": group, "version": version, "resource": resource},
+            "name": obj["metadata"].get("name", ""),
+            "namespace": "ml-team",
+            "operation": "CREATE",
+            "userInfo": {
+                "username": user,
+                "uid": "8d2c4d3e-2f7a-4b0e-9a3c-1f4e5d6c7b8a",
+                "groups": [
+                    "system:serviceaccounts",
+                    "system:serviceaccounts:kube-system",
+                    "system:authenticated",
+                ],
+            },
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        },
+    }
+
+
+def job_pod(uid: str, *, link: str) -> dict[str, Any]:
+    """A pod as the Job controller creates it. ``link``: "gated" (from a template Phalanx already
+    mutated: the common case, nothing to change), "foreign" (a Coscheduling label and no gate:
+    must be patched) or "none" (not a gang member)."""
+    labels = {
+        "batch.kubernetes.io/controller-uid": "5b0a3c2e-7d1f-4e8a-9b6c-2a1d0e9f8c7b",
+        "batch.kubernetes.io/job-name": "resnet-train",
+        "controller-uid": "5b0a3c2e-7d1f-4e8a-9b6c-2a1d0e9f8c7b",
+        "job-name": "resnet-train",
+        "app.kubernetes.io/name": "resnet",
+    }
+    annotations = {"batch.kubernetes.io/job-completion-index": "3"}
+    spec = _pod_spec(1, env=4)
+    if link == "gated":
+        labels["phalanx.io/pod-group"] = "resnet-train"
+        annotations["phalanx.io/inferred-min-member"] = "8"
+        spec["schedulingGates"] = [{"name": "phalanx.io/gang"}]
+    elif link == "foreign":
+        labels["pod-group.scheduling.sigs.k8s.io/name"] = "resnet-train"
+        labels["pod-group.scheduling.sigs.k8s.io/min-available"] = "8"
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "resnet-train-",
+            "namespace": "ml-team",
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "resnet-train",
+                    "uid": "5b0a3c2e-7d1f-4e8a-9b6c-2a1d0e9f8c7b",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+    return _review(uid, ("", "v1", "Pod"), "pods", obj, "system:serviceaccount:kube-system:job-controller")
+
+
+def mpijob(uid: str) -> dict[str, Any]:
+    obj = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {
+            "name": "horovod-bench",
+            "namespace": "ml-team",
+            "labels": {"app.kubernetes.io/name": "horovod", "team": "vision"},
+            "annotations": {"phalanx.io/schedule-timeout-seconds": "600"},
+        },
+        "spec": {
+            "slotsPerWorker": 1,
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 3},
+            "mpiImplementation": "OpenMPI",
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {"metadata": {"labels": {"role": "launcher"}}, "spec": _pod_spec(0, env=33)},
+                },
+                "Worker": {
+                    "replicas": 8,
+                    "template": {
+                        "metadata": {"labels": {"role": "worker"}},
+                        "spec": {**_pod_spec(1, env=33), "schedulerName": "volcano"},
+                    },
+                },
+            },
+        },
+    }
+    return _review(uid, ("kubeflow.org", "v2beta1", "MPIJob"), "mpijobs", obj, "alice@example.com")
+
+
+def payloads(extra: bool = False) -> dict[str, list[bytes]]:
+    """Per request type, a few bodies with distinct uids (cycled). ``extra`` adds the pod that
+    must be patched, measured in process only (it is rare: Job pods come from gated templates)."""
+    makers: dict[str, Any] = {
+        "job-pod": lambda uid: job_pod(uid, link="gated"),
+        "mpijob": mpijob,
+        "ignored-pod": lambda uid: job_pod(uid, link="none"),
+    }
+    if extra:
+        makers["foreign-linked-pod"] = lambda uid: job_pod(uid, link="foreign")
+    return {name: [orjson.dumps(make(f"{name}-{i:04d}")) for i in range(16)] for name, make in makers.items()}
+
+
+# --- servers ----------------------------------------------------------------------------------
+
+
+def write_cert(directory: Path) -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (directory / "tls.crt").write_bytes(pem)
+    (directory / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return pem
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def serve_floor(port: int, cert_dir: Path) -> None:
+    """The floor: read, parse, answer allowed unchanged. Nothing else."""
+
+    async def handle(request: web.Request) -> web.Response:
+        review = orjson.loads(await request.read())
+        answer = {
+            "apiVersion": review["apiVersion"],
+            "kind": "AdmissionReview",
+            "response": {"uid": review["request"]["uid"], "allowed": True},
+        }
+        return web.Response(body=orjson.dumps(answer), content_type="application/json")
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+    app = web.Application(client_max_size=3 * 1024 * 1024)
+    app.router.add_post("/mutate", handle)
+    web.run_app(app, host="127.0.0.1", port=port, ssl_context=context, access_log=None, print=None)
+
+
+@contextmanager
+def started(command: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=sink, cwd=ROOT)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def wait_ready(url: str, context: ssl.SSLContext, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while True:
+            try:
+                async with session.post(url, data=b"{}", ssl=context) as resp:
+                    await resp.read()
+                    return  # any HTTP answer over TLS means it is serving
+            except aiohttp.ClientError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not come up")
+            await asyncio.sleep(0.1)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+# --- load -------------------------------------------------------------------------------------
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    index = max(0, math.ceil(fraction * len(sorted_values)) - 1)
+    return sorted_values[index]
+
+
+def summary_ms(latencies: list[float]) -> dict[str, float]:
+    values = sorted(latencies)
+    return {
+        "count": len(values),
+        "p50_ms": round(percentile(values, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(values, 0.99) * 1000, 3),
+        "p999_ms": round(percentile(values, 0.999) * 1000, 3),
+        "max_ms": round(values[-1] * 1000, 3),
+    }
+
+
+class Load:
+    """One keep-alive client session against one server."""
+
+    def __init__(self, name: str, url: str, context: ssl.SSLContext, pid: int) -> None:
+        self.name, self.url, self.context, self.pid = name, url, context, pid
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY, ssl=context))
+        bodies = payloads()
+        # Interleave the three types so every phase sees the same mix.
+        self.mix = [
+            (kind, body)
+            for group in zip(*bodies.values(), strict=True)
+            for kind, body in zip(bodies, group, strict=True)
+        ]
+        self.latencies: list[tuple[str, float]] = []
+        self.fixed_elapsed = 0.0
+        self.done = 0
+        self.saturated_elapsed = self.server_cpu = self.client_cpu = 0.0
+
+    async def one(self, index: int) -> tuple[str, float]:
+        kind, body = self.mix[index % len(self.mix)]
+        started_at = time.perf_counter()
+        async with self.session.post(
+            self.url, data=body, headers={"Content-Type": "application/json"}
+        ) as resp:
+            await resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"{self.name}: HTTP {resp.status}")
+        return kind, time.perf_counter() - started_at
+
+    async def fixed_rate(self, rate: int, seconds: float) -> None:
+        """Open loop: requests start on schedule whether or not earlier ones have finished."""
+        total = int(rate * seconds)
+        start = time.perf_counter() + 0.005
+        tasks = []
+        for i in range(total):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(self.one(i)))
+        self.latencies += await asyncio.gather(*tasks)
+        self.fixed_elapsed += time.perf_counter() - start
+
+    async def saturate(self, seconds: float, record: bool = True) -> None:
+        """Closed loop: CONCURRENCY requests always in flight."""
+        done = 0
+        stop_at = time.perf_counter() + seconds
+
+        async def worker(offset: int) -> None:
+            nonlocal done
+            i = offset
+            while time.perf_counter() < stop_at:
+                await self.one(i)
+                done += 1
+                i += CONCURRENCY
+
+        cpu, own, started_at = cpu_seconds(self.pid), time.process_time(), time.perf_counter()
+        await asyncio.gather(*(worker(i) for i in range(CONCURRENCY)))
+        if record:
+            self.done += done
+            self.saturated_elapsed += time.perf_counter() - started_at
+            self.server_cpu += cpu_seconds(self.pid) - cpu
+            self.client_cpu += time.process_time() - own
+
+    def report(self) -> dict[str, Any]:
+        by_type: dict[str, list[float]] = {}
+        for kind, latency in self.latencies:
+            by_type.setdefault(kind, []).append(latency)
+        return {
+            "fixed_rate": {
+                "offered_rps": RATE,
+                "achieved_rps": round(len(self.latencies) / self.fixed_elapsed, 1),
+                "all": summary_ms([latency for _, latency in self.latencies]),
+                "by_type": {kind: summary_ms(values) for kind, values in by_type.items()},
+            },
+            "saturation": {
+                "concurrency": CONCURRENCY,
+                "rps": round(self.done / self.saturated_elapsed, 1),
+                "server_cpu_percent": round(100 * self.server_cpu / self.saturated_elapsed, 1),
+                "client_cpu_percent": round(100 * self.client_cpu / self.saturated_elapsed, 1),
+                "server_cpu_us_per_request": round(1e6 * self.server_cpu / self.done, 1),
+                # What one fully busy server core would sustain, whatever this client manages.
+                "rps_per_server_core": round(self.done / self.server_cpu, 1),
+            },
+        }
+
+
+async def measure(loads: list[Load]) -> None:
+    """Alternate short rounds between the servers, so that whatever else runs on the machine
+    weighs on both alike."""
+    for load in loads:
+        await load.saturate(WARMUP_SECONDS, record=False)
+    for round_ in range(ROUNDS):
+        for load in loads if round_ % 2 == 0 else loads[::-1]:
+            await load.fixed_rate(RATE, FIXED_SECONDS / ROUNDS)
+    for round_ in range(ROUNDS):
+        for load in loads if round_ % 2 == 0 else loads[::-1]:
+            await load.saturate(SATURATION_SECONDS / ROUNDS)
+
+
+def admission_cost() -> dict[str, Any]:
+    """In-process CPU of the admission logic alone (best of several runs, so machine noise
+    mostly drops out), next to the JSON parse that the floor does too."""
+    from shared.logging import configure_logging
+    from webhook.admission import Admitter
+    from webhook.metrics import WebhookMetrics
+    from webhook.mutate import MutationConfig
+
+    with open(os.devnull, "w") as sink:
+        saved, sys.stderr = sys.stderr, sink
+        try:
+            configure_logging("INFO")  # as the server runs: one JSON line per patched object
+            admitter = Admitter(MutationConfig(), WebhookMetrics())
+            result: dict[str, Any] = {}
+            for kind, bodies in payloads(extra=True).items():
+                admit = min(
+                    _per_call(lambda b: admitter.admit(b, time.perf_counter()), bodies) for _ in range(7)
+                )
+                parse = min(_per_call(orjson.loads, bodies) for _ in range(7))
+                result[kind] = {"admit_us": round(admit, 1), "json_parse_us": round(parse, 1)}
+        finally:
+            sys.stderr = saved
+            logging.getLogger().handlers.clear()
+    return result
+
+
+def _per_call(fn: Any, bodies: list[bytes], calls: int = 800) -> float:
+    started_at = time.perf_counter()
+    for i in range(calls):
+        fn(bodies[i % len(bodies)])
+    return 1e6 * (time.perf_counter() - started_at) / calls
+
+
+async def run_bench() -> dict[str, Any]:
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    cost = admission_cost()
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir = Path(tmp)
+        ca = write_cert(cert_dir)
+        context = ssl.create_default_context(cadata=ca.decode())
+        floor_port, hook_port, health_port = free_port(), free_port(), free_port()
+        floor_cmd = [
+            sys.executable,
+            str(HERE),
+            "--serve-floor",
+            str(floor_port),
+            str(cert_dir),
+        ]
+        # The webhook runs at its default log level (INFO: one JSON line per patched object).
+        hook_cmd = [
+            sys.executable, "-m", "webhook", "--bind-address", "127.0.0.1", "--port", str(hook_port),
+            "--health-port", str(health_port), "--cert-dir", str(cert_dir),
+        ]  # fmt: skip
+        with (
+            started(floor_cmd, OUT.parent / "webhook-bench-floor.log") as floor_proc,
+            started(hook_cmd, OUT.parent / "webhook-bench-webhook.log") as hook_proc,
+        ):
+            loads = [
+                Load("floor", f"https://localhost:{floor_port}/mutate", context, floor_proc.pid),
+                Load("webhook", f"https://localhost:{hook_port}/mutate", context, hook_proc.pid),
+            ]
+            try:
+                for load in loads:
+                    await wait_ready(load.url, context)
+                await measure(loads)
+            finally:
+                for load in loads:
+                    await load.session.close()
+            results = {load.name: load.report() for load in loads}
+    sizes = {kind: len(bodies[0]) for kind, bodies in payloads().items()}
+    webhook, floor = results["webhook"], results["floor"]
+    ratio = webhook["saturation"]["rps"] / floor["saturation"]["rps"]
+    core_ratio = webhook["saturation"]["rps_per_server_core"] / floor["saturation"]["rps_per_server_core"]
+    return {
+        "benchmark": "webhook",
+        "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average": os.getloadavg(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "payload_bytes": sizes,
+        "admission_cost_in_process": cost,
+        "results": results,
+        "targets": {
+            "p99_ms_at_1000_rps": {"target": TARGET_P99_MS, "seen": webhook["fixed_rate"]["all"]["p99_ms"]},
+            "saturated_throughput_vs_floor": {"target": TARGET_THROUGHPUT_RATIO, "seen": round(ratio, 3)},
+            "per_core_throughput_vs_floor": {"seen": round(core_ratio, 3)},
+        },
+        "met": {
+            "p99": webhook["fixed_rate"]["all"]["p99_ms"] <= TARGET_P99_MS,
+            "throughput": ratio >= TARGET_THROUGHPUT_RATIO,
+        },
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    rows = [f"{'':26}{'floor':>12}{'webhook':>12}"]
+    floor, hook = report["results"]["floor"], report["results"]["webhook"]
+    for label, key in (
+        ("p50 ms @1000 rps", "p50_ms"),
+        ("p99 ms @1000 rps", "p99_ms"),
+        ("p999 ms @1000 rps", "p999_ms"),
+    ):
+        rows.append(f"{label:26}{floor['fixed_rate']['all'][key]:>12}{hook['fixed_rate']['all'][key]:>12}")
+    for name in report["payload_bytes"]:
+        label = f"  p99 ms {name}"
+        rows.append(f"{label:26}{floor['fixed_rate']['by_type'][name]['p99_ms']:>12}"
+                    f"{hook['fixed_rate']['by_type'][name]['p99_ms']:>12}")  # fmt: skip
+    for label, key in (
+        ("saturated req/s", "rps"),
+        ("server CPU %", "server_cpu_percent"),
+        ("client CPU %", "client_cpu_percent"),
+        ("server CPU us/request", "server_cpu_us_per_request"),
+        ("req/s per server core", "rps_per_server_core"),
+    ):
+        rows.append(f"{label:26}{floor['saturation'][key]:>12}{hook['saturation'][key]:>12}")
+    for kind, cost in report["admission_cost_in_process"].items():
+        label = f"in-process us {kind}"
+        rows.append(f"{label:26}{cost['json_parse_us']:>12}{cost['admit_us']:>12}")
+    targets = report["targets"]
+    rows.append(
+        f"targets: p99 {targets['p99_ms_at_1000_rps']['seen']} ms (<= {TARGET_P99_MS}), "
+        f"throughput {targets['saturated_throughput_vs_floor']['seen']:.0%} of floor (>= 70%), "
+        f"per core {targets['per_core_throughput_vs_floor']['seen']:.0%}; payloads {report['payload_bytes']}"
+    )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--serve-floor", nargs=2, metavar=("PORT", "CERT_DIR"))
+    args = parser.parse_args()
+    if args.serve_floor:
+        serve_floor(int(args.serve_floor[0]), Path(args.serve_floor[1]))
+        return
+    report = asyncio.run(run_bench())
+    OUT.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    print(table(report))
+    print(f"written to {OUT}")
+
+
+@pytest.mark.bench
+def test_webhook_bench() -> None:
+    report = asyncio.run(run_bench())
+    OUT.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    print(table(report))
+    assert report["results"]["webhook"]["fixed_rate"]["all"]["count"] == int(RATE * FIXED_SECONDS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Manifest builders, a fake clock, and a harness that wires the real shell to a FakeKube.
+
+The harness wires Store, WorkQueue, EventRecorder, Executor and Reconciler exactly as
+``controller.app.Controller`` does, but with a fake clock and with the informers replaced by
+``sync()``: it delivers the fake's watch events to the store on demand, so a test decides when the
+controller's view catches up with what it wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+import orjson
+
+from controller import resources as r
+from controller.core.config import PlannerConfig
+from controller.core.model import GangKey
+from controller.events import EventRecorder
+from controller.executor import Executor
+from controller.kube import JSON
+from controller.metrics import ControllerMetrics
+from controller.reconciler import REPLAN, Reconciler
+from controller.resources import ResourceType
+from controller.store import Store, sinks_for
+from controller.workqueue import WorkQueue
+from shared import constants as c
+from tests.component.controller.fake_kube import FakeKube, Write
+
+NS = "team"
+KEY = GangKey(NS, "g")
+T0 = 1_700_000_000.0
+ALL_TYPES = (r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES)
+JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Poll a condition on the fake from outside the system under test."""
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+
+
+class FakeClock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# ---- manifests ------------------------------------------------------------------------------------
+
+
+def node(name: str, gpus: int = 4) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {c.HOSTNAME_LABEL: name}},
+        "status": {
+            "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", c.GPU_RESOURCE: str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def namespace(name: str = NS, opted_in: bool = True) -> JSON:
+    labels = {c.OPT_IN_LABEL: c.OPT_IN_VALUE} if opted_in else {}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def pod(
+    name: str,
+    group: str | None = "g",
+    ns: str = NS,
+    gpus: int = 1,
+    gates: tuple[str, ...] = (c.GATE,),
+    owner: Mapping[str, str] | None = JOB,
+    min_member: int | None = 5,
+    annotations: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    phase: str = "Pending",
+) -> JSON:
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "labels": {c.POD_GROUP_LABEL: group} if group else {},
+        "annotations": dict(annotations or {}),
+    }
+    if min_member is not None:
+        meta["annotations"][c.INFERRED_MIN_MEMBER_ANNOTATION] = str(min_member)
+    if owner is not None:
+        meta["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "main", "image": "trainer", "resources": {"limits": {c.GPU_RESOURCE: str(gpus)}}}
+        ]
+    }
+    if gates:
+        spec["schedulingGates"] = [{"name": g} for g in gates]
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def gang(n: int, group: str = "g", prefix: str | None = None, **kwargs: Any) -> list[JSON]:
+    kwargs.setdefault("min_member", n)
+    return [pod(f"{prefix or group}-{i}", group, **kwargs) for i in range(n)]
+
+
+def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) -> JSON:
+    return {
+        "apiVersion": r.PODGROUPS.api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": ns, **meta},
+        "spec": {"minMember": min_member},
+    }
+
+
+def admission_annotation(at: float, placement: Mapping[str, str | None]) -> dict[str, str]:
+    return {c.ADMISSION_ANNOTATION: orjson.dumps({"at": at, "placement": dict(placement)}).decode()}
+
+
+def gates_of(obj: JSON | None) -> list[str]:
+    return [g["name"] for g in ((obj or {}).get("spec") or {}).get("schedulingGates") or []]
+
+
+def bind(kube: FakeKube, name: str, node_name: str, ns: str = NS, phase: str = "Pending") -> None:
+    """What the scheduler (and kubelet) do to a pod."""
+
+    def change(obj: JSON) -> None:
+        obj["spec"]["nodeName"] = node_name
+        obj["status"]["phase"] = phase
+
+    kube.mutate(r.PODS, ns, name, change)
+
+
+# ---- the harness ----------------------------------------------------------------------------------
+
+
+class Harness:
+    def __init__(
+        self,
+        bind_timeout: float = 60.0,
+        planner: PlannerConfig | None = None,
+        timeout_action: str = "report",
+    ) -> None:
+        self.clock = FakeClock()
+        self.kube = FakeKube(self.clock)
+        self.store = Store()
+        self.metrics = ControllerMetrics()
+        self.queue = WorkQueue(self.clock, settle=0)
+        self.events = EventRecorder(self.kube, self.clock, "test")
+        self.executor = Executor(self.kube, self.store, self.events, self.metrics, self.clock)
+        self.reconciler = Reconciler(
+            self.kube,
+            self.store,
+            self.queue,
+            self.executor,
+            self.events,
+            self.metrics,
+            planner or PlannerConfig(starvation_age_seconds=None),
+            self.clock,
+            bind_timeout=bind_timeout,
+            timeout_action=timeout_action,
+        )
+        self.sinks = sinks_for(self.store, r.PODGROUP_TYPES)
+        self._cursor: dict[ResourceType, int] = dict.fromkeys(ALL_TYPES, 0)
+
+    def cluster(self, nodes: int = 2, gpus: int = 4, opted_in: bool = True) -> None:
+        self.kube.seed(r.NODES, *(node(f"node-{i}", gpus) for i in range(nodes)))
+        self.kube.seed(r.NAMESPACES, namespace(NS, opted_in))
+
+    def sync(self, *types: ResourceType) -> None:
+        """Deliver the watch events the store has not seen yet (all types, or only ``types``)."""
+        for rt in types or ALL_TYPES:
+            sink = self.sinks[str(rt)]
+            for rv, event in self.kube.events_since(rt, self._cursor[rt]):
+                (sink.delete if event["type"] == "DELETED" else sink.upsert)(event["object"])
+                self._cursor[rt] = rv
+
+    async def reconcile(self, *keys: Hashable) -> set[Hashable]:
+        """One pass over ``keys`` (default: what the queue would hold: REPLAN and every gang key)."""
+        batch = set(keys) if keys else {REPLAN, *self.store.gang_keys()}
+        return await self.reconciler.reconcile(batch)
+
+    async def step(self) -> set[Hashable]:
+        self.sync()
+        return await self.reconcile()
+
+    def mark(self) -> int:
+        return len(self.kube.writes)
+
+    def writes_since(self, mark: int) -> list[Write]:
+        return self.kube.writes[mark:]
+
+    def pod(self, name: str) -> JSON | None:
+        return self.kube.obj(r.PODS, NS, name)
+
+    def pin(self, name: str) -> str | None:
+        """The node a pod is pinned to (nodeSelector kubernetes.io/hostname)."""
+        return ((self.pod(name) or {}).get("spec", {}).get("nodeSelector") or {}).get(c.HOSTNAME_LABEL)
+
+    def pg(self, name: str = "g") -> JSON | None:
+        return self.kube.obj(r.PODGROUPS, NS, name)
+
+    def event_reasons(self) -> list[str]:
+        return [e["reason"] for e in self.kube.events()]

@@ -1,0 +1,141 @@
+"""The list-then-watch Informer against the FakeKube, feeding the real Store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from controller import resources as r
+from controller.core.model import GangKey
+from controller.informer import Informer
+from controller.store import Store, sinks_for
+from tests.component.controller.fake_kube import FakeKube
+from tests.component.controller.harness import NS, node, pod, until
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[tuple[FakeKube, Store, Informer, Informer]]:
+    """Node and pod informers over a fake with one node and one gang member."""
+    kube = FakeKube()
+    kube.seed(r.NODES, node("node-0"))
+    kube.seed(r.PODS, pod("g-0"))
+    store = Store()
+    sinks = sinks_for(store, r.PODGROUP_TYPES)
+    nodes = Informer(kube, r.NODES, sinks[str(r.NODES)])
+    pods = Informer(kube, r.PODS, sinks[str(r.PODS)])
+    tasks = [asyncio.create_task(i.run()) for i in (nodes, pods)]
+    yield kube, store, nodes, pods
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def pod_names(store: Store) -> set[str]:
+    return {p.name for p in store.pods.values()}
+
+
+async def test_lists_marks_synced_then_watches(running: tuple[FakeKube, Store, Informer, Informer]) -> None:
+    kube, store, nodes, pods = running
+    await asyncio.wait_for(asyncio.gather(nodes.synced.wait(), pods.synced.wait()), 2)
+    assert set(store.nodes) == {"node-0"}
+    assert pod_names(store) == {"g-0"}
+
+    kube.seed(r.NODES, node("node-1"))
+    kube.seed(r.PODS, pod("g-1"))
+    await until(lambda: pod_names(store) == {"g-0", "g-1"} and set(store.nodes) == {"node-0", "node-1"})
+    assert (nodes.relists, pods.relists) == (1, 1)
+    # The watch started exactly where the list left off (the seed made resourceVersion 2).
+    assert [rv for rt, rv in kube.watch_opens if rt == r.PODS] == ["2"]
+    assert pods.resource_version == str(kube.last_rv(r.PODS))
+
+
+async def test_delete_propagates_to_the_store(running: tuple[FakeKube, Store, Informer, Informer]) -> None:
+    kube, store, _, pods = running
+    await asyncio.wait_for(pods.synced.wait(), 2)
+    assert store.members(GangKey(NS, "g")) != []
+
+    kube.remove(r.PODS, NS, "g-0")
+    await until(lambda: not store.pods)
+    assert store.members(GangKey(NS, "g")) == []
+
+
+async def test_relists_on_a_410_error_event(running: tuple[FakeKube, Store, Informer, Informer]) -> None:
+    kube, store, _, pods = running
+    await asyncio.wait_for(pods.synced.wait(), 2)
+    kube.expire_watches(r.PODS)
+    await until(lambda: pods.relists == 2)
+    kube.seed(r.PODS, pod("g-1"))
+    await until(lambda: pod_names(store) == {"g-0", "g-1"})
+
+
+async def test_relists_on_a_410_answer_and_catches_up_on_what_it_missed(
+    running: tuple[FakeKube, Store, Informer, Informer],
+) -> None:
+    kube, store, _, pods = running
+    await asyncio.wait_for(pods.synced.wait(), 2)
+    before = len(kube.watch_opens)
+    kube.end_watches(r.PODS)
+    # While the watch is closed: a pod comes, a pod goes, and etcd compacts past our resourceVersion.
+    kube.seed(r.PODS, pod("g-1"))
+    kube.remove(r.PODS, NS, "g-0")
+    kube.compact()
+
+    await until(lambda: pods.relists == 2, timeout=4)
+    await until(lambda: pod_names(store) == {"g-1"})
+    assert len(kube.watch_opens) >= before + 2  # the refused resume, then the fresh watch
+
+
+async def test_reopens_after_a_server_side_end_without_relisting(
+    running: tuple[FakeKube, Store, Informer, Informer],
+) -> None:
+    kube, store, _, pods = running
+    await asyncio.wait_for(pods.synced.wait(), 2)
+    seen = pods.resource_version
+    kube.end_watches(r.PODS)
+    kube.seed(r.PODS, pod("g-1"))  # happens while no watch is open
+
+    await until(lambda: pod_names(store) == {"g-0", "g-1"}, timeout=4)
+    assert pods.relists == 1
+    assert kube.watch_opens[-1] == (r.PODS, seen)
+
+
+async def test_a_bookmark_advances_the_resource_version_only(
+    running: tuple[FakeKube, Store, Informer, Informer],
+) -> None:
+    kube, store, _, pods = running
+    await asyncio.wait_for(pods.synced.wait(), 2)
+    kube.seed(r.NODES, node("node-1"))  # moves the global resourceVersion, not the pods'
+    kube.bookmark(r.PODS)
+    await until(lambda: pods.resource_version == str(kube.last_rv(r.NODES)))
+    assert pod_names(store) == {"g-0"}
+
+
+async def test_a_dead_stream_is_reopened_after_the_inactivity_timeout() -> None:
+    kube = FakeKube()
+    store = Store()
+    informer = Informer(kube, r.NODES, sinks_for(store, ())[str(r.NODES)], inactivity_timeout_seconds=0.05)
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(lambda: sum(1 for rt, _ in kube.watch_opens if rt == r.NODES) >= 2, timeout=4)
+        assert informer.relists == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_failing_list_is_retried() -> None:
+    kube = FakeKube()
+    kube.seed(r.NODES, node("node-0"))
+    kube.fail("list", rt=r.NODES)
+    store = Store()
+    informer = Informer(kube, r.NODES, sinks_for(store, ())[str(r.NODES)])
+    task = asyncio.create_task(informer.run())
+    try:
+        assert not informer.synced.is_set()
+        await asyncio.wait_for(informer.synced.wait(), 4)
+        assert set(store.nodes) == {"node-0"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,220 @@
+"""Bind timeout (rollback), schedule timeout, give-up and preemption, on a fake clock."""
+
+from __future__ import annotations
+
+from controller import resources as r
+from controller.core.config import PlannerConfig
+from controller.core.model import GangKey
+from shared import constants as c
+from tests.component.controller.harness import (
+    NS,
+    Harness,
+    bind,
+    gang,
+    gates_of,
+    pod,
+    podgroup,
+)
+
+TIMEOUT = {c.SCHEDULE_TIMEOUT_ANNOTATION: "30"}
+
+
+async def admitted_then_partly_bound(h: Harness) -> dict[str, str]:
+    """5 members (4 owned by a Job, 1 bare) admitted; the scheduler binds only 2 of them."""
+    h.kube.seed(r.PODS, *gang(4, min_member=5), pod("g-4", owner=None))
+    await h.step()
+    assert all(not gates_of(h.pod(f"g-{i}")) for i in range(5))
+    bind(h.kube, "g-0", "node-0")
+    bind(h.kube, "g-1", "node-0")
+    await h.step()
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in h.kube.items(r.PODS)}
+
+
+async def test_bind_timeout_deletes_owned_members_by_uid_and_spares_bare_pods(h: Harness) -> None:
+    uids = await admitted_then_partly_bound(h)
+    h.clock.advance(59)
+    await h.step()
+    assert h.kube.writes_to(r.PODS, "delete") == []  # not due yet
+
+    h.clock.advance(2)
+    await h.step()
+
+    deletes = h.kube.writes_to(r.PODS, "delete")
+    assert sorted((w.name, w.uid) for w in deletes) == sorted((f"g-{i}", uids[f"g-{i}"]) for i in range(4))
+    assert h.pod("g-4") is not None  # bare pods are never deleted
+    pg = h.pg()
+    assert pg is not None
+    assert c.ADMISSION_ANNOTATION not in pg["metadata"]["annotations"]
+    [event] = [e for e in h.kube.events() if e["reason"] == "RolledBack"]
+    assert event["type"] == "Warning"
+    assert "only 2 of 5 admitted members bound within 60s" in event["message"]
+    assert "deleted 4 owned members" in event["message"]
+    assert "left as they are: g-4" in event["message"]
+    assert h.metrics.rollbacks._value.get() == 1
+
+
+async def test_rollback_never_deletes_a_newer_pod_of_the_same_name(h: Harness) -> None:
+    uids = await admitted_then_partly_bound(h)
+    # The Job controller replaced g-2 meanwhile; the controller has not seen it yet.
+    h.kube.remove(r.PODS, NS, "g-2")
+    [fresh] = h.kube.seed(r.PODS, pod("g-2"))
+    h.clock.advance(61)
+
+    await h.reconcile()
+
+    still = h.pod("g-2")
+    assert still is not None
+    assert still["metadata"]["uid"] == fresh["metadata"]["uid"] != uids["g-2"]
+    assert sorted(w.name for w in h.kube.writes_to(r.PODS, "delete")) == ["g-0", "g-1", "g-3"]
+
+
+async def test_a_pass_before_the_podgroup_event_arrives_does_not_roll_back_again(h: Harness) -> None:
+    await admitted_then_partly_bound(h)
+    h.clock.advance(61)
+    await h.step()
+    assert len(h.kube.writes_to(r.PODS, "delete")) == 4
+
+    # The Job controller recreates its pods, gated; the pod events arrive before the PodGroup's.
+    h.kube.seed(r.PODS, *gang(4, min_member=5))
+    h.sync(r.PODS)
+    mark = h.mark()
+    await h.reconcile()
+    await h.step()
+
+    assert [w for w in h.writes_since(mark) if w.verb == "delete"] == []
+    assert h.event_reasons().count("RolledBack") == 1
+
+
+async def test_rollback_clears_the_admitted_time_from_the_status(h: Harness) -> None:
+    await admitted_then_partly_bound(h)
+    pg = h.pg()
+    assert pg is not None
+    assert "admittedTime" in pg["status"]
+    h.clock.advance(61)
+    await h.step()
+    await h.step()
+
+    pg = h.pg()
+    assert pg is not None
+    assert pg["status"]["conditions"][0]["status"] == "False"
+    assert "admittedTime" not in pg["status"]
+
+
+def blocked_gang(h: Harness) -> None:
+    """5 one-GPU members with a 30 s schedule timeout; another workload holds 4 of the 8 GPUs."""
+    h.kube.seed(
+        r.PODS,
+        pod(
+            "other",
+            group=None,
+            gates=(),
+            owner=None,
+            min_member=None,
+            gpus=4,
+            node_name="node-0",
+            phase="Running",
+        ),
+        *gang(5, annotations=TIMEOUT),
+    )
+
+
+async def test_schedule_timeout_fails_the_podgroup_and_warns_once(h: Harness) -> None:
+    blocked_gang(h)
+    await h.step()
+    pg = h.pg()
+    assert pg is not None
+    assert pg["spec"]["scheduleTimeoutSeconds"] == 30
+    assert (pg["status"]["phase"], pg["status"]["reason"]) == ("Pending", "InsufficientCapacity")
+
+    h.clock.advance(31)
+    await h.step()
+    pg = h.pg()
+    assert pg is not None
+    assert (pg["status"]["phase"], pg["status"]["reason"]) == ("Failed", "SchedulingTimeout")
+    assert pg["status"]["message"].startswith("schedule timeout of 30s passed; needs 5 pods")
+
+    mark = h.mark()
+    for _ in range(3):
+        h.clock.advance(10)
+        await h.step()
+    assert h.writes_since(mark) == []
+    assert h.event_reasons() == ["Waiting", "TimedOut"]
+    assert h.metrics.timeouts._value.get() == 1
+    assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(5))
+
+    # "report": a timed-out gang still starts when room appears.
+    h.kube.remove(r.PODS, NS, "other")
+    await h.step()
+    assert all(not gates_of(h.pod(f"g-{i}")) for i in range(5))
+
+
+async def test_schedule_timeout_with_release_suspends_the_job() -> None:
+    h = Harness(timeout_action="release")
+    h.cluster()
+    h.kube.seed(
+        r.JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS}}
+    )
+    blocked_gang(h)
+    await h.step()
+    h.clock.advance(31)
+    await h.step()
+    await h.step()
+
+    job = h.kube.obj(r.JOBS, NS, "train")
+    assert job is not None
+    assert job["spec"]["suspend"] is True
+    assert h.event_reasons().count("GaveUp") == 1
+    assert h.kube.writes_to(r.PODS, "delete") == []  # the suspended Job removes its own pods
+
+
+async def test_identical_passes_over_a_waiting_gang_keep_one_timer(h: Harness) -> None:
+    blocked_gang(h)
+    for _ in range(5):
+        await h.step()
+    assert h.queue.scheduled == 1
+
+
+async def test_a_higher_priority_gang_preempts_a_running_one_whole() -> None:
+    h = Harness(planner=PlannerConfig(starvation_age_seconds=None, preemption_min_runtime_seconds=0))
+    h.cluster()
+    low = gang(8, "low", gates=(), owner=None)
+    for i, p in enumerate(low):
+        p["spec"]["nodeName"] = f"node-{i // 4}"
+        p["status"] = {"phase": "Running", "startTime": "2023-11-14T20:00:00Z"}
+    high = gang(4, "high")
+    for p in high:
+        p["spec"]["priority"] = 100
+    h.kube.seed(r.PODGROUPS, podgroup("low", min_member=8))
+    h.kube.seed(r.PODS, *low, *high)
+
+    failed = await h.step()
+
+    evicted = sorted(w.name for w in h.kube.writes_to(r.PODS, "evict"))
+    assert evicted == [f"low-{i}" for i in range(8)]  # the whole victim gang
+    assert not failed
+    reasons = h.event_reasons()
+    assert "Preempted" in reasons
+    assert "Preempting" in reasons
+    assert all(gates_of(h.pod(f"high-{i}")) == [c.GATE] for i in range(4))
+
+
+async def test_a_budget_the_snapshot_did_not_know_stops_the_whole_preemption() -> None:
+    h = Harness(planner=PlannerConfig(starvation_age_seconds=None, preemption_min_runtime_seconds=0))
+    h.cluster()
+    low = gang(8, "low", gates=(), owner=None)
+    for i, p in enumerate(low):
+        p["spec"]["nodeName"] = f"node-{i // 4}"
+        p["status"] = {"phase": "Running", "startTime": "2023-11-14T20:00:00Z"}
+    high = gang(4, "high")
+    for p in high:
+        p["spec"]["priority"] = 100
+    h.kube.seed(r.PODGROUPS, podgroup("low", min_member=8))
+    h.kube.seed(r.PODS, *low, *high)
+    h.kube.pdb_protected.add((NS, "low-7"))  # the dry-run eviction of one member is refused
+
+    failed = await h.step()
+
+    assert h.kube.writes_to(r.PODS, "evict") == []  # never half a gang
+    assert failed == {GangKey(NS, "high")}  # retried with backoff
+    assert "PreemptionBlocked" in h.event_reasons()
+    assert all(gates_of(h.pod(f"high-{i}")) == [c.GATE] for i in range(4))

@@ -1,0 +1,163 @@
+"""Priority and whole-gang preemption on the real control plane (evictions through the Eviction API)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import NodePool
+from tests.e2e.kube import apply, bound, events, gated, podgroup, pods
+from tests.e2e.test_controller import count_bound, members, pooled_job
+from tests.e2e.waiting import eventually, stays
+from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import Phalanx
+
+
+@pytest.fixture
+def classes(cluster: LocalCluster) -> Iterator[dict[str, str]]:
+    """Three PriorityClasses private to the test: low, high, and high that never preempts."""
+    suffix = uuid.uuid4().hex[:6]
+    names = {"low": f"low-{suffix}", "high": f"high-{suffix}", "never": f"never-{suffix}"}
+    for key, value, policy in (("low", 100, None), ("high", 100000, None), ("never", 100000, "Never")):
+        body: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names[key]},
+            "value": value,
+        }
+        if policy:
+            body["preemptionPolicy"] = policy
+        apply(cluster, "default", body)
+    yield names
+    cluster.kubectl("delete", "priorityclass", *names.values(), "--wait=false", check=False)
+
+
+def prioritised(manifest: dict[str, Any], priority_class: str) -> dict[str, Any]:
+    manifest["spec"]["template"]["spec"]["priorityClassName"] = priority_class
+    return manifest
+
+
+def test_high_priority_gang_evicts_a_whole_low_gang_which_runs_again_later(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str]
+) -> None:
+    pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, prioritised(pooled_job("low", 8, pool), classes["low"]))
+    eventually(lambda: count_bound(cluster, gang_namespace, "low") == 8, 30, what="low gang fills the node")
+
+    apply(cluster, gang_namespace, prioritised(pooled_job("urgent", 4, pool, run_for="6s"), classes["high"]))
+    # Never half: at every observation the low gang is either whole or entirely gone from the node.
+    deadline = time.monotonic() + 30
+    while count_bound(cluster, gang_namespace, "urgent") < 4:
+        low_bound = count_bound(cluster, gang_namespace, "low")
+        assert low_bound in (0, 8) or any(
+            p["metadata"].get("deletionTimestamp") for p in pods(cluster, gang_namespace, "job-name=low")
+        ), f"low gang partly evicted: {low_bound} bound"
+        assert time.monotonic() < deadline, "urgent gang not admitted within 30s"
+        time.sleep(0.2)
+    assert count_bound(cluster, gang_namespace, "low") == 0
+    assert all(gated(p) for p in members(cluster, gang_namespace, "low"))  # recreated by the Job, gated
+    assert any(e["reason"] == "Preempted" for e in events(cluster, gang_namespace, "low"))
+    assert any(e["reason"] == "Preempting" for e in events(cluster, gang_namespace, "urgent"))
+
+    # Once the urgent gang is done, the low gang runs again -- in full.
+    eventually(lambda: count_bound(cluster, gang_namespace, "low") == 8, 60, what="low gang back, whole")
+
+
+def test_preemption_policy_never_evicts_nothing(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str]
+) -> None:
+    pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, prioritised(pooled_job("low", 8, pool), classes["low"]))
+    eventually(lambda: count_bound(cluster, gang_namespace, "low") == 8, 30, what="low gang running")
+    apply(cluster, gang_namespace, prioritised(pooled_job("polite", 4, pool), classes["never"]))
+    stays(
+        lambda: (
+            count_bound(cluster, gang_namespace, "low") == 8
+            and count_bound(cluster, gang_namespace, "polite") == 0
+        ),
+        5.0,
+        what="nothing evicted, the polite gang waits",
+    )
+    assert podgroup(cluster, gang_namespace, "polite")["status"]["phase"] == "Pending"
+
+
+@pytest.mark.parametrize("protection", ["pdb", "marker"])
+def test_protected_victims_are_never_evicted(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str], protection: str
+) -> None:
+    pool.add(1, gpus=8)
+    low = prioritised(pooled_job("guarded", 8, pool), classes["low"])
+    if protection == "marker":
+        low["metadata"]["annotations"]["phalanx.io/preemptible"] = "false"
+    else:
+        apply(
+            cluster,
+            gang_namespace,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "guarded"},
+                "spec": {"minAvailable": 8, "selector": {"matchLabels": {"job-name": "guarded"}}},
+            },
+        )
+    apply(cluster, gang_namespace, low)
+    eventually(
+        lambda: count_bound(cluster, gang_namespace, "guarded") == 8, 30, what="protected gang running"
+    )
+    if protection == "pdb":
+        eventually(
+            lambda: (
+                cluster.kubectl_json("get", "pdb", "guarded", "-n", gang_namespace)["status"].get(
+                    "currentHealthy"
+                )
+                == 8
+            ),
+            30,
+            what="PDB sees 8 healthy pods",
+        )
+    apply(cluster, gang_namespace, prioritised(pooled_job("urgent", 4, pool), classes["high"]))
+    stays(
+        lambda: (
+            count_bound(cluster, gang_namespace, "guarded") == 8
+            and not any(
+                p["metadata"].get("deletionTimestamp")
+                for p in pods(cluster, gang_namespace, "job-name=guarded")
+            )
+        ),
+        5.0,
+        what="protected gang untouched",
+    )
+    assert count_bound(cluster, gang_namespace, "urgent") == 0
+
+
+def test_stream_of_small_gangs_does_not_starve_a_big_one(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    pool.add(2, gpus=8)
+    phalanx.stop_controller()
+    phalanx.start_controller({"PHALANX_CONTROLLER_STARVATION_AGE_SECONDS": "3"})
+    try:
+        # 1-GPU gangs keep arriving and each runs 4 s: without a reservation there would always be
+        # a few GPUs busy and the 16-GPU gang would wait forever.
+        for i in range(4):
+            apply(cluster, gang_namespace, pooled_job(f"small-{i}", 1, pool, run_for="4s"))
+        apply(cluster, gang_namespace, pooled_job("big", 16, pool, run_for="5s"))
+        started = time.monotonic()
+        i = 4
+        while count_bound(cluster, gang_namespace, "big") < 16:
+            assert time.monotonic() - started < 60, "the 16-GPU gang starved"
+            apply(cluster, gang_namespace, pooled_job(f"small-{i}", 1, pool, run_for="4s"))
+            i += 1
+            time.sleep(0.7)
+        waited = time.monotonic() - started
+        assert waited < 60
+        reasons = {e["reason"] for e in events(cluster, gang_namespace, "big")}
+        assert "Admitted" in reasons
+    finally:
+        phalanx.stop_controller()
+        phalanx.start_controller()
+    assert not any(bound(p) and gated(p) for p in pods(cluster, gang_namespace))
