@@ -67,6 +67,27 @@ class EventRecorder:
         }
         try:
             await self._kube.create(EVENTS, record.namespace, body)
+            # Users of the native Workload API look at their Workload: tell them there too.
+            for owner in record.owner_references:
+                if owner.get("kind") == "Workload" and str(owner.get("apiVersion", "")).startswith(
+                    "scheduling.k8s.io/"
+                ):
+                    mirrored = {
+                        **body,
+                        "metadata": {
+                            "name": f"{owner['name']}.{uuid.uuid4().hex[:12]}",
+                            "namespace": record.namespace,
+                        },
+                        "involvedObject": {
+                            "apiVersion": owner["apiVersion"],
+                            "kind": "Workload",
+                            "name": owner["name"],
+                            "namespace": record.namespace,
+                            "uid": owner.get("uid", ""),
+                        },
+                        "message": f"PodGroup {record.name}: {body['message']}"[:1024],
+                    }
+                    await self._kube.create(EVENTS, record.namespace, mirrored)
         except ApiError as err:  # events are best effort; never fail a reconcile for one
             log.warning(
                 "event not recorded",

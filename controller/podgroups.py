@@ -64,6 +64,8 @@ class PodGroupFactory:
                 owner = {"apiVersion": o.api_version, "kind": o.kind, "name": o.name, "uid": o.uid}
         spec: dict[str, Any] = {"minMember": min_member}
         timeout = member_annotation(members, c.SCHEDULE_TIMEOUT_ANNOTATION)
+        if workload is not None and (key.namespace, workload[0]) in self.store.workload_timeouts:
+            timeout = str(self.store.workload_timeouts[(key.namespace, workload[0])])
         if timeout and timeout.isdigit() and int(timeout) > 0:
             spec["scheduleTimeoutSeconds"] = int(timeout)
         metadata: dict[str, Any] = {

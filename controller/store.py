@@ -120,6 +120,8 @@ class Store:
     # Workload API: (namespace, workload) -> podGroup name -> minCount
     workloads: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
     workload_uids: dict[tuple[str, str], str] = field(default_factory=dict)
+    # The released Workload API has no gang timeout: Phalanx reads its annotation on the Workload.
+    workload_timeouts: dict[tuple[str, str], int] = field(default_factory=dict)
     assumed: dict[GangKey, Assumed] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
     holds: dict[GangKey, Assumed] = field(default_factory=dict)
@@ -318,6 +320,11 @@ class Store:
                 groups[str(group.get("name", ""))] = int(gang["minCount"])
         self.workloads[(ns, name)] = groups
         self.workload_uids[(ns, name)] = str(meta.get("uid", ""))
+        timeout = str((meta.get("annotations") or {}).get(c.SCHEDULE_TIMEOUT_ANNOTATION, ""))
+        if timeout.isdigit() and int(timeout) > 0:
+            self.workload_timeouts[(ns, name)] = int(timeout)
+        else:
+            self.workload_timeouts.pop((ns, name), None)
         for group_name in groups:
             self._changed(GangKey(ns, grouplink.workload_group_name(name, group_name)))
 
@@ -326,6 +333,7 @@ class Store:
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         self.workloads.pop(key, None)
         self.workload_uids.pop(key, None)
+        self.workload_timeouts.pop(key, None)
 
     def replace_workloads(self, items: list[JSON]) -> None:
         self.workloads, self.workload_uids = {}, {}

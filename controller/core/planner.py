@@ -369,6 +369,7 @@ class PlanningPass:
             and self.reservation is None
             and starving is not None
             and self.now - gang.created > starving
+            and not self._unit(gang)
         ):
             nodes = reserve(self.st, items)
             if nodes:
@@ -379,6 +380,12 @@ class PlanningPass:
                 text = msg.reserved(self.now - gang.created, names, self.cfg.message_nodes, text)
                 return self._wait(gang, Reason.RESERVED, text, timed_out, reserved_nodes=tuple(names))
         return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, text, timed_out)
+
+    def _unit(self, gang: Gang) -> bool:
+        """One pod of at most one GPU: nothing smaller can overtake it, so a reservation would only
+        idle nodes (seen in trace replay: it spends the pass's one reservation for nothing)."""
+        gated = [m for m in gang.members if m.gated]
+        return len(gated) <= 1 and sum(m.requests.get(self.cfg.gpu_resource, 0) for m in gated) <= 1
 
     def _held_terminating(self, gang: Gang) -> int:
         """Terminating pods still on the nodes held for this gang (its victims, presumably)."""

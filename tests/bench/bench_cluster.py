@@ -1,0 +1,234 @@
+"""Gang release on a real local control plane with 500 fake GPU nodes.
+
+For gangs of 8, 64 and 512 one-GPU pods (bare pods linked by the canonical label, created
+concurrently by this client), measured from the client's side through a pod watch:
+
+- *release latency*: from the moment the last member's create returned to the moment every gate
+  is gone (p50/p99 over the repetitions) -- what Phalanx adds between "the gang exists" and "the
+  scheduler may place it";
+- *spread*: between the first and the last gate removal of one gang;
+- *bind rate*: members bound per second until the whole gang is bound (kube-scheduler's own client
+  is limited to ``--scheduler-qps``);
+- *raw patch rate*: the same client removing a gate (and adding a hostname pin) from 512 gated pods
+  with the same concurrency Phalanx uses -- the ceiling for Phalanx's own gate-lift rate.
+
+Run: ``python -m tests.bench.bench_cluster`` (about 2-3 minutes; builds its own cluster in
+``.local/bench``). Writes ``out/bench/cluster.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.kube import KubeClient, gather_limited
+from controller.resources import PODS
+from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
+from tests.localcluster.cluster import REPO
+from tests.localcluster.phalanx import Phalanx
+
+OUT = Path("out/bench/cluster.json")
+NAMESPACE = "bench"
+RAW_NAMESPACE = "bench-raw"
+CONCURRENCY = 64
+SIZES = {8: 10, 64: 4, 512: 2}  # gang size -> repetitions
+
+
+def pod(name: str, group: str | None, gate: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if group:
+        metadata["labels"] = {"phalanx.io/pod-group": group}
+        metadata["annotations"] = {"phalanx.io/min-member": group.split("-")[1]}
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [{"name": "main", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+    }
+    if gate:
+        spec["schedulingGates"] = [{"name": gate}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+@dataclass
+class Observed:
+    lifted: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)
+
+
+async def watch_pods(kube: KubeClient, namespace: str, seen: Observed, stop: asyncio.Event) -> None:
+    _, rv = await kube.list(PODS, namespace)
+    while not stop.is_set():
+        async for event in kube.watch(PODS, rv, 60):
+            obj = event.get("object") or {}
+            meta = obj.get("metadata") or {}
+            if meta.get("resourceVersion"):
+                rv = meta["resourceVersion"]
+            if meta.get("namespace") != namespace or event.get("type") == "DELETED":
+                continue
+            now = time.perf_counter()
+            name = meta.get("name", "")
+            spec = obj.get("spec") or {}
+            if not spec.get("schedulingGates") and name not in seen.lifted:
+                seen.lifted[name] = now
+            if spec.get("nodeName") and name not in seen.bound:
+                seen.bound[name] = now
+            if stop.is_set():
+                return
+
+
+async def wait_for(predicate: Any, timeout: float) -> None:
+    deadline = time.perf_counter() + timeout
+    while not predicate():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("bench gang did not settle")
+        await asyncio.sleep(0.01)
+
+
+async def delete_all(kube: KubeClient, namespace: str, names: list[str]) -> None:
+    await gather_limited(CONCURRENCY, *(kube.delete(PODS, namespace, n) for n in names))
+    for _ in range(600):
+        items, _ = await kube.list(PODS, namespace)
+        if not items:
+            return
+        await asyncio.sleep(0.1)
+
+
+async def raw_patch_rate(kube: KubeClient, count: int = 512) -> float:
+    names = [f"raw-{i}" for i in range(count)]
+    await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, RAW_NAMESPACE, pod(n, None, "bench.phalanx.io/hold")) for n in names)
+    )
+    body = {
+        "spec": {
+            "schedulingGates": [{"$patch": "delete", "name": "bench.phalanx.io/hold"}],
+            "nodeSelector": {"kubernetes.io/hostname": "gpu-node-000"},
+        }
+    }
+    started = time.perf_counter()
+    results = await gather_limited(
+        CONCURRENCY, *(kube.patch(PODS, RAW_NAMESPACE, n, body, patch_type="strategic") for n in names)
+    )
+    elapsed = time.perf_counter() - started
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise RuntimeError(f"raw patches failed: {errors[0]}")
+    await delete_all(kube, RAW_NAMESPACE, names)
+    return count / elapsed
+
+
+async def one_gang(kube: KubeClient, size: int, rep: int) -> dict[str, float]:
+    group = f"g-{size}-{rep}"
+    names = [f"{group}-{i}" for i in range(size)]
+    seen = Observed()
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch_pods(kube, NAMESPACE, seen, stop))
+    await asyncio.sleep(0.2)
+    results = await gather_limited(CONCURRENCY, *(kube.create(PODS, NAMESPACE, pod(n, group)) for n in names))
+    created = time.perf_counter()
+    if errors := [r for r in results if isinstance(r, BaseException)]:
+        raise RuntimeError(f"create failed: {errors[0]}")
+    await wait_for(lambda: all(n in seen.lifted for n in names), 120)
+    await wait_for(lambda: all(n in seen.bound for n in names), 300)
+    stop.set()
+    watcher.cancel()
+    lifted = [seen.lifted[n] for n in names]
+    bound = [seen.bound[n] for n in names]
+    await delete_all(kube, NAMESPACE, names)
+    return {
+        "release_latency_s": max(lifted) - created,
+        "spread_s": max(lifted) - min(lifted),
+        "all_bound_s": max(bound) - created,
+        "bind_rate_pods_per_s": size / max(max(bound) - min(lifted), 1e-6),
+    }
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def measure(cluster: LocalCluster) -> dict[str, Any]:
+    kube = await KubeClient.connect(str(cluster.kubeconfig), CONCURRENCY)
+    try:
+        raw_rate = await raw_patch_rate(kube)
+        gangs: dict[str, Any] = {}
+        for size, reps in SIZES.items():
+            runs = [await one_gang(kube, size, rep) for rep in range(reps)]
+            latencies = [r["release_latency_s"] for r in runs]
+            gangs[str(size)] = {
+                "repetitions": reps,
+                "release_latency_p50_ms": round(1000 * statistics.median(latencies), 1),
+                "release_latency_p99_ms": round(1000 * pct(latencies, 0.99), 1),
+                "spread_p50_ms": round(1000 * statistics.median(r["spread_s"] for r in runs), 1),
+                "all_bound_p50_s": round(statistics.median(r["all_bound_s"] for r in runs), 2),
+                "bind_rate_pods_per_s": round(statistics.median(r["bind_rate_pods_per_s"] for r in runs), 1),
+                "gate_lift_rate_pods_per_s": round(
+                    statistics.median(size / max(r["spread_s"], 1e-3) for r in runs), 1
+                ),
+            }
+        return {"raw_patch_rate_pods_per_s": round(raw_rate, 1), "gangs": gangs}
+    finally:
+        await kube.close()
+
+
+def main() -> int:
+    fleet = FleetSpec(gpu_nodes=500, gpus_per_node=8, cpu_nodes=0, nodes_per_rack=20, racks_per_zone=5)
+    config = ClusterConfig(
+        name="phalanx-bench", workdir=REPO / ".local" / "bench", fleet=fleet, ready_timeout=300
+    )
+    cluster = LocalCluster(config)
+    cluster.up()
+    phalanx = Phalanx(cluster)
+    try:
+        phalanx.up()
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("label", "namespace", NAMESPACE, "phalanx.io/gang-scheduling=enabled")
+        cluster.kubectl("create", "namespace", RAW_NAMESPACE)
+        for ns in (NAMESPACE, RAW_NAMESPACE):
+            while cluster.kubectl("get", "sa", "default", "-n", ns, check=False).returncode:
+                time.sleep(0.1)
+        figures = asyncio.run(measure(cluster))
+    finally:
+        phalanx.down()
+        cluster.down()
+    result = {
+        "nodes": fleet.gpu_nodes,
+        "gpus_per_node": fleet.gpus_per_node,
+        "scheduler_qps": config.scheduler_qps,
+        "patch_concurrency": CONCURRENCY,
+        **figures,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2))
+    print(
+        f"\nlocal cluster, {fleet.gpu_nodes} nodes × {fleet.gpus_per_node} GPUs; raw patch rate "
+        f"{result['raw_patch_rate_pods_per_s']} pods/s (same client, concurrency {CONCURRENCY})"
+    )
+    print(
+        f"{'gang':>5} {'reps':>4} {'release p50 ms':>15} {'p99 ms':>8} {'spread ms':>10} "
+        f"{'lift pods/s':>12} {'all bound s':>12} {'bind pods/s':>12}"
+    )
+    for size, g in result["gangs"].items():
+        print(
+            f"{size:>5} {g['repetitions']:>4} {g['release_latency_p50_ms']:>15} "
+            f"{g['release_latency_p99_ms']:>8} "
+            f"{g['spread_p50_ms']:>10} {g['gate_lift_rate_pods_per_s']:>12} {g['all_bound_p50_s']:>12} "
+            f"{g['bind_rate_pods_per_s']:>12}"
+        )
+    return 0
+
+
+@pytest.mark.bench
+def test_bench_cluster() -> None:
+    assert main() == 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

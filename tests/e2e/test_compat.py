@@ -1,0 +1,248 @@
+"""Manifests written for Coscheduling, current scheduler-plugins, Alibaba ACS, NVIDIA KAI and the
+native Workload API, applied unchanged (server-side apply, as a user would), are gang-scheduled.
+
+The only change the test makes: every pod gets a nodeSelector for the test's own node pool, so the
+capacity arithmetic is exact in a shared cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import NodePool
+from tests.e2e import workloads as w
+from tests.e2e.kube import GROUP_LABEL, bound, events, gated, podgroup, pods
+from tests.e2e.waiting import eventually, stays
+from tests.localcluster import LocalCluster
+
+COMPAT = Path(__file__).parent / "manifests" / "compat"
+
+
+def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return [obj["spec"]]
+    if kind in ("Job", "StatefulSet"):
+        return [obj["spec"]["template"]["spec"]]
+    if kind == "List":
+        return [spec for item in obj["items"] for spec in _pod_specs(item)]
+    return []
+
+
+def apply_manifest(cluster: LocalCluster, namespace: str, name: str, pool: NodePool) -> str:
+    docs = []
+    for doc in yaml.safe_load_all((COMPAT / name).read_text()):
+        if doc:
+            docs.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    for doc in docs:
+        for spec in _pod_specs(doc):
+            spec["nodeSelector"] = pool.selector
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    result = cluster.kubectl(
+        "apply", "--server-side", "--field-manager=e2e", "-n", namespace, "-f", "-", input=body
+    )
+    return result.stderr
+
+
+def group_pods(cluster: LocalCluster, ns: str, group: str) -> list[dict[str, Any]]:
+    return [
+        p for p in pods(cluster, ns, f"{GROUP_LABEL}={group}") if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def n_bound(cluster: LocalCluster, ns: str, group: str) -> int:
+    return sum(1 for p in group_pods(cluster, ns, group) if bound(p))
+
+
+def test_coscheduling_pytorch_statefulset(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+    pool.add(1, gpus=3)  # one GPU short of the gang
+    warnings = apply_manifest(cluster, gang_namespace, "coscheduling-pytorch.yaml", pool)
+    assert "scheduler-plugins-scheduler" in warnings and "Parallel" in warnings, warnings
+    eventually(
+        lambda: len(group_pods(cluster, gang_namespace, "pytorch-pg")) == 4, 30, what="4 replicas exist"
+    )
+    stays(lambda: n_bound(cluster, gang_namespace, "pytorch-pg") == 0, 3.0, what="nothing bound on 3 GPUs")
+    pg = podgroup(cluster, gang_namespace, "pytorch-pg")
+    assert pg["status"]["phase"] == "Pending" and "needs 4 pods" in pg["status"]["message"]
+
+    pool.add(1, gpus=8)
+    eventually(lambda: n_bound(cluster, gang_namespace, "pytorch-pg") == 4, 30, what="all 4 together")
+    eventually(
+        lambda: podgroup(cluster, gang_namespace, "pytorch-pg")["status"]["phase"] == "Running",
+        20,
+        what="Running",
+    )
+    table = cluster.kubectl("get", "pg", "-n", gang_namespace).stdout
+    assert "pytorch-pg" in table and "Running" in table, table
+
+
+def test_current_scheduler_plugins_group(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+    pool.add(1, gpus=8)
+    apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool)
+    eventually(lambda: n_bound(cluster, gang_namespace, "train") == 3, 30, what="3 members bound")
+    status = eventually(
+        lambda: (
+            (
+                s := podgroup(cluster, gang_namespace, "train", group="scheduling.x-k8s.io").get("status", {})
+            ).get("phase")
+            in ("Running", "Scheduled")
+            and s
+        ),
+        20,
+        what="status written on the scheduling.x-k8s.io PodGroup",
+    )
+    assert status["running"] + status["scheduled"] >= 3
+    # No second PodGroup was made in the primary group: the user's was adopted.
+    assert cluster.kubectl("get", "pg", "train", "-n", gang_namespace, check=False).returncode != 0
+
+
+def test_acs_quota_holds_everyone_until_lifted(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "two"},
+        "spec": {"hard": {"pods": "2"}},
+    }
+    cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(quota))
+    eventually(
+        lambda: (
+            cluster.kubectl_json("get", "resourcequota", "two", "-n", gang_namespace)
+            .get("status", {})
+            .get("hard")
+        ),
+        20,
+        what="quota in force",
+    )
+    apply_manifest(cluster, gang_namespace, "acs-job.yaml", pool)
+    eventually(lambda: len(group_pods(cluster, gang_namespace, "acs-gang")) == 2, 30, what="2 of 3 exist")
+    stays(lambda: n_bound(cluster, gang_namespace, "acs-gang") == 0, 3.0, what="none scheduled")
+    assert podgroup(cluster, gang_namespace, "acs-gang")["status"]["reason"] == "WaitingForMembers"
+    quota["spec"]["hard"]["pods"] = "10"
+    cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(quota))
+    eventually(lambda: n_bound(cluster, gang_namespace, "acs-gang") == 3, 60, what="all 3 start together")
+
+
+def test_kai_elastic_gang_starts_at_min_and_grows(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=3)
+    warnings = apply_manifest(cluster, gang_namespace, "kai-elastic.yaml", pool)
+    assert "kai-scheduler" in warnings, warnings
+    eventually(
+        lambda: n_bound(cluster, gang_namespace, "kai-elastic") == 3, 30, what="min 2 + 1 elastic member"
+    )
+    assert sum(1 for p in group_pods(cluster, gang_namespace, "kai-elastic") if gated(p)) == 1
+    status = podgroup(cluster, gang_namespace, "kai-elastic", group="scheduling.run.ai")["status"]
+    assert status["phase"] in ("Scheduled", "Running")
+    pool.add(1, gpus=1)
+    eventually(lambda: n_bound(cluster, gang_namespace, "kai-elastic") == 4, 30, what="grew to maxMember")
+
+
+def test_kai_child_group_never_starts_alone(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    apply_manifest(cluster, gang_namespace, "kai-hierarchy.yaml", pool)
+
+    def child(name: str, i: int) -> dict[str, Any]:
+        return w.pod(
+            f"{name}-{i}", annotations={"scheduling.run.ai/pod-group": name}, nodeSelector=pool.selector
+        )
+
+    for i in range(2):
+        cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(child("kai-child-a", i)))
+    stays(
+        lambda: n_bound(cluster, gang_namespace, "kai-child-a") == 0,
+        3.0,
+        what="child a waits for its sibling",
+    )
+    reason = podgroup(cluster, gang_namespace, "kai-child-a", group="scheduling.run.ai")["status"]["reason"]
+    assert reason == "WaitingForSiblings", reason
+    for i in range(2):
+        cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(child("kai-child-b", i)))
+    eventually(
+        lambda: (
+            n_bound(cluster, gang_namespace, "kai-child-a") == 2
+            and n_bound(cluster, gang_namespace, "kai-child-b") == 2
+        ),
+        30,
+        what="both children admitted together",
+    )
+
+
+def test_native_workload_api(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+    pool.add(1, gpus=8)
+    apply_manifest(cluster, gang_namespace, "workload-api.yaml", pool)
+    for i in range(2):
+        member = w.pod(
+            f"worker-{i}", nodeSelector=pool.selector, workloadRef={"name": "train", "podGroup": "workers"}
+        )
+        cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
+    pg = eventually(
+        lambda: podgroup(cluster, gang_namespace, "train-workers"), 30, what="the PodGroup Phalanx keeps"
+    )
+    assert pg["spec"]["minMember"] == 3 and pg["spec"]["scheduleTimeoutSeconds"] == 120
+    assert pg["metadata"]["ownerReferences"][0]["kind"] == "Workload"
+    stays(lambda: n_bound(cluster, gang_namespace, "train-workers") == 0, 2.0, what="2 of 3 wait")
+    member = w.pod(
+        "worker-2", nodeSelector=pool.selector, workloadRef={"name": "train", "podGroup": "workers"}
+    )
+    cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
+    eventually(lambda: n_bound(cluster, gang_namespace, "train-workers") == 3, 30, what="3 bound together")
+    eventually(
+        lambda: any(
+            e["reason"] == "Admitted" and e["involvedObject"]["kind"] == "Workload"
+            for e in events(cluster, gang_namespace, "train")
+        ),
+        20,
+        what="an Admitted Event on the Workload",
+    )
+
+
+def test_min_resources_are_checked_per_node(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    nodes = pool.add(3, gpus=4)
+    for i, node in enumerate(nodes):  # 1 GPU taken on every node: 9 free in sum, 3 on each
+        blocker = w.pod(f"blocker-{i}", nodeSelector={"kubernetes.io/hostname": node})
+        cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(blocker))
+    eventually(
+        lambda: (
+            sum(
+                1
+                for p in pods(cluster, gang_namespace)
+                if p["metadata"]["name"].startswith("blocker") and bound(p)
+            )
+            == 3
+        ),
+        20,
+        what="blockers bound",
+    )
+    manifest = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "wide"},
+        "spec": {"minMember": 2, "minResources": {"nvidia.com/gpu": "8"}},
+    }
+    cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(manifest))
+    for i in range(2):
+        member = w.pod(
+            f"wide-{i}",
+            gpus=4,
+            labels={"pod-group.scheduling.sigs.k8s.io/name": "wide"},
+            nodeSelector=pool.selector,
+        )
+        cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
+    # A cluster-wide sum (9 free >= 8) would admit it; no node has 4 free GPUs, so it waits.
+    stays(lambda: n_bound(cluster, gang_namespace, "wide") == 0, 3.0, what="not admitted on summed room")
+    status = podgroup(cluster, gang_namespace, "wide")["status"]
+    assert (
+        status["reason"] == "InsufficientCapacity" and "needs 2 pods × 4 nvidia.com/gpu" in status["message"]
+    )
