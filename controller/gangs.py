@@ -128,9 +128,7 @@ def view(record: PodGroupRecord, store: Store, budgeted: Mapping[str, Pod] | Non
         admitted_at = admitted_at or assumed.at
     live = {p.uid for p in members}
     hold = store.holds.get(record.key)
-    running = any(
-        (p.uid in admitted or p.bound) and not p.finished and not p.terminating for p in members
-    )
+    running = any((p.uid in admitted or p.bound) and not p.finished and not p.terminating for p in members)
     if admitted_at is not None and not running:
         # No admitted member is alive any more (evicted as a victim, rolled back, all ended): new
         # members must form the gang again, whole -- never trickle in as "replacements".
