@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import ipaddress
 import logging
 import math
 import os
@@ -37,10 +36,8 @@ import aiohttp
 import orjson
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+
+from tests.component.webhook.tls_helpers import self_signed, write_pair
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
@@ -248,34 +245,10 @@ def payloads(extra: bool = False) -> dict[str, list[bytes]]:
 
 
 def write_cert(directory: Path) -> bytes:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    (directory / "tls.crt").write_bytes(pem)
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return pem
+    """A throwaway self-signed serving certificate (its own CA) written as tls.crt / tls.key."""
+    cert_pem, key_pem = self_signed()
+    write_pair(directory, cert_pem, key_pem)
+    return cert_pem
 
 
 def free_port() -> int:

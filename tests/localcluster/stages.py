@@ -19,6 +19,30 @@ STOCK_STAGES = (
     "pod-ready.yaml",
 )
 
+
+def _terminated(exit_code: int, reason: str, phase: str) -> str:
+    """A statusTemplate (indented for ``next:``) that ends every container and sets ``phase``."""
+    return f"""\
+    statusTemplate: |
+      {{{{ $now := Now }}}}
+      containerStatuses:
+      {{{{ range $index, $item := .spec.containers }}}}
+      - image: {{{{ $item.image | Quote }}}}
+        name: {{{{ $item.name | Quote }}}}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: {exit_code}
+            finishedAt: {{{{ $now | Quote }}}}
+            reason: {reason}
+            startedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+      phase: {phase}
+"""
+
+
 # Like a kubelet: a bound pod that is being deleted first turns Failed (its containers killed),
 # and only then goes away. The Job controller relies on that terminal phase when a Job has a
 # podFailurePolicy (which Phalanx's webhook adds so preemption evictions are not failures);
@@ -42,24 +66,7 @@ spec:
       operator: 'In'
       values: ['Running', 'Pending']
   next:
-    statusTemplate: |
-      {{ $now := Now }}
-      containerStatuses:
-      {{ range $index, $item := .spec.containers }}
-      - image: {{ $item.image | Quote }}
-        name: {{ $item.name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: 137
-            finishedAt: {{ $now | Quote }}
-            reason: Error
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: Failed
-"""
+""" + _terminated(137, "Error", "Failed")
 
 POD_DELETE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -105,24 +112,7 @@ spec:
     durationFrom:
       expressionFrom: '.metadata.annotations["{RUN_FOR_ANNOTATION}"]'
   next:
-    statusTemplate: |
-      {{{{ $now := Now }}}}
-      containerStatuses:
-      {{{{ range $index, $item := .spec.containers }}}}
-      - image: {{{{ $item.image | Quote }}}}
-        name: {{{{ $item.name | Quote }}}}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: 0
-            finishedAt: {{{{ $now | Quote }}}}
-            reason: Completed
-            startedAt: {{{{ $now | Quote }}}}
-      {{{{ end }}}}
-      phase: Succeeded
-"""
+""" + _terminated(0, "Completed", "Succeeded")
 
 
 def stage_documents(bin_dir: Path) -> list[str]:
