@@ -35,7 +35,9 @@ class ControllerSettings(BaseSettings):
     preemption_min_runtime_seconds: float = 0.0
     eviction_grace_seconds: int | None = None
     starvation_age_seconds: float | None = Field(
-        1800.0, description="a gang waiting longer gets a reservation so smaller gangs cannot starve it"
+        None,
+        description="a gang waiting longer gets a reservation so smaller gangs cannot starve it; "
+        "unset (the default): no reservations",
     )
     patch_concurrency: int = 64
     resync_seconds: float = 30.0

@@ -54,7 +54,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule-timeout", type=_none_or_float, default=None, help="seconds (none)")
     p.add_argument("--no-preemption", action="store_true")
     p.add_argument("--min-runtime", type=float, default=None, help="preemption minimum runtime, s")
-    p.add_argument("--starvation-age", type=_none_or_float, default=1800.0, help="seconds, or none")
+    p.add_argument(
+        "--starvation-age",
+        type=_none_or_float,
+        default=None,
+        help="seconds, or none (the controller's default)",
+    )
     p.add_argument("--out", default="out/sim/sim", help="output path without extension")
     p.add_argument("--name", help="name in the JSON (default: the --out file name)")
     p.add_argument("--quiet", action="store_true", help="no progress output")

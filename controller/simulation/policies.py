@@ -517,9 +517,9 @@ class SjfOracle(_AllOrNothing):
 
 POLICIES: dict[str, Callable[[PlannerConfig], Policy]] = {
     "phalanx": PhalanxPolicy,
-    # The same core without starvation reservations (PlannerConfig.starvation_age_seconds=None).
-    "phalanx-no-reservation": lambda cfg: PhalanxPolicy(
-        replace(cfg, starvation_age_seconds=None), name="phalanx-no-reservation"
+    # The same core with starvation reservations after 30 minutes of waiting (off by default).
+    "phalanx-reserve-30m": lambda cfg: PhalanxPolicy(
+        replace(cfg, starvation_age_seconds=1800.0), name="phalanx-reserve-30m"
     ),
     "greedy-per-pod": lambda cfg: GreedyPerPod(),
     "summed-quota": lambda cfg: SummedQuota(),

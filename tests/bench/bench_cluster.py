@@ -149,6 +149,39 @@ async def one_gang(kube: KubeClient, size: int, rep: int) -> dict[str, float]:
     }
 
 
+async def preemption_latency(kube: KubeClient, rep: int) -> float:
+    """A high-priority 4-pod gang arrives on a node a low-priority 8-pod gang fills (zero grace):
+    seconds from the preemptor's last create to all of it bound."""
+    node = {"kubernetes.io/hostname": f"gpu-node-{rep:03d}"}
+
+    def member(name: str, group: str, priority: str) -> dict[str, Any]:
+        body = pod(name, group)
+        body["spec"]["nodeSelector"] = node
+        body["spec"]["priorityClassName"] = priority
+        return body
+
+    low = [f"low{rep}-{i}" for i in range(8)]
+    high = [f"high{rep}-{i}" for i in range(4)]
+    seen = Observed()
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch_pods(kube, NAMESPACE, seen, stop))
+    await asyncio.sleep(0.2)
+    await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, NAMESPACE, member(n, f"l-8-{rep}", "bench-low")) for n in low)
+    )
+    await wait_for(lambda: all(n in seen.bound for n in low), 60)
+    await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, NAMESPACE, member(n, f"h-4-{rep}", "bench-high")) for n in high)
+    )
+    created = time.perf_counter()
+    await wait_for(lambda: all(n in seen.bound for n in high), 120)
+    elapsed = max(seen.bound[n] for n in high) - created
+    stop.set()
+    watcher.cancel()
+    await delete_all(kube, NAMESPACE, low + high)
+    return elapsed
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -173,7 +206,16 @@ async def measure(cluster: LocalCluster) -> dict[str, Any]:
                     statistics.median(size / max(r["spread_s"], 1e-3) for r in runs), 1
                 ),
             }
-        return {"raw_patch_rate_pods_per_s": round(raw_rate, 1), "gangs": gangs}
+        preemptions = [await preemption_latency(kube, rep) for rep in range(3)]
+        return {
+            "raw_patch_rate_pods_per_s": round(raw_rate, 1),
+            "gangs": gangs,
+            "preemption_to_bound_s": {
+                "p50": round(statistics.median(preemptions), 2),
+                "max": round(max(preemptions), 2),
+                "repetitions": len(preemptions),
+            },
+        }
     finally:
         await kube.close()
 
@@ -191,6 +233,8 @@ def main() -> int:
         cluster.kubectl("create", "namespace", NAMESPACE)
         cluster.kubectl("label", "namespace", NAMESPACE, "phalanx.io/gang-scheduling=enabled")
         cluster.kubectl("create", "namespace", RAW_NAMESPACE)
+        for name, value in (("bench-low", 100), ("bench-high", 100000)):
+            cluster.kubectl("create", "priorityclass", name, f"--value={value}")
         for ns in (NAMESPACE, RAW_NAMESPACE):
             while cluster.kubectl("get", "sa", "default", "-n", ns, check=False).returncode:
                 time.sleep(0.1)
@@ -214,6 +258,11 @@ def main() -> int:
     print(
         f"{'gang':>5} {'reps':>4} {'release p50 ms':>15} {'p99 ms':>8} {'spread ms':>10} "
         f"{'lift pods/s':>12} {'all bound s':>12} {'bind pods/s':>12}"
+    )
+    pre = result["preemption_to_bound_s"]
+    print(
+        f"preemption (8-pod low gang evicted whole, zero grace): preemptor's last create -> all bound "
+        f"p50 {pre['p50']} s, max {pre['max']} s over {pre['repetitions']}"
     )
     for size, g in result["gangs"].items():
         print(

@@ -103,6 +103,8 @@ def test_daemonset_room_is_never_expected_to_free_up() -> None:
         pod("y").ns("o").gpus(1).on("b"),
     ]
     g = gang("starving").created(NOW - 7200).members(pod("p").gpus(8).cpu("6").gated())
-    d = plan(snapshot(nodes, [g], pods), PlannerConfig(preemption=False)).for_gang(S)
+    d = plan(
+        snapshot(nodes, [g], pods), PlannerConfig(preemption=False, starvation_age_seconds=1800)
+    ).for_gang(S)
     assert isinstance(d, Wait)
     assert d.reserved_nodes == ("a",)  # b has the most free GPUs now, but its DaemonSet keeps 4 cores
