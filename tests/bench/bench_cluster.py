@@ -105,15 +105,21 @@ async def raw_patch_rate(kube: KubeClient, count: int = 512) -> float:
     await gather_limited(
         CONCURRENCY, *(kube.create(PODS, RAW_NAMESPACE, pod(n, None, "bench.phalanx.io/hold")) for n in names)
     )
-    body = {
-        "spec": {
-            "schedulingGates": [{"$patch": "delete", "name": "bench.phalanx.io/hold"}],
-            "nodeSelector": {"kubernetes.io/hostname": "gpu-node-000"},
+
+    def body(i: int) -> dict[str, Any]:
+        # Pinned to a node with room, as Phalanx pins, so the scheduler and kwok then do the same
+        # work for these pods as for a released gang: both runs share the machine's two cores.
+        return {
+            "spec": {
+                "schedulingGates": [{"$patch": "delete", "name": "bench.phalanx.io/hold"}],
+                "nodeSelector": {"kubernetes.io/hostname": f"gpu-node-{i % 500:03d}"},
+            }
         }
-    }
+
     started = time.perf_counter()
     results = await gather_limited(
-        CONCURRENCY, *(kube.patch(PODS, RAW_NAMESPACE, n, body, patch_type="strategic") for n in names)
+        CONCURRENCY,
+        *(kube.patch(PODS, RAW_NAMESPACE, n, body(i), patch_type="strategic") for i, n in enumerate(names)),
     )
     elapsed = time.perf_counter() - started
     errors = [r for r in results if isinstance(r, BaseException)]
