@@ -141,6 +141,12 @@ class KubeClient:
         except ApiException as err:
             raw = err.body if isinstance(err.body, bytes) else str(err.body or err.reason).encode()
             raise _error(int(err.status or 0), raw) from None
+        # With _preload_content=False the transport hands back error answers too (a 404 arrives as
+        # a Status body): turn every non-2xx into an ApiError here, once, for every caller.
+        if not 200 <= response.status < 300:
+            body = await response.read()
+            response.release()
+            raise _error(response.status, body)
         return response
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> JSON:

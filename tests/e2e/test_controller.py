@@ -244,3 +244,39 @@ def test_controller_killed_mid_admission_finishes_every_gang(
         assert not any(gated(p) for p in members(cluster, gang_namespace, name))
         cluster.kubectl("delete", "job", name, "-n", gang_namespace, "--wait=false")
         eventually(lambda name=name: count_bound(cluster, gang_namespace, name) == 0, 30, what="room freed")
+
+
+def admissions(metrics_text: str) -> float:
+    for line in metrics_text.splitlines():
+        if line.startswith("phalanx_admissions_total "):
+            return float(line.split()[1])
+    raise AssertionError("phalanx_admissions_total not exported")
+
+
+def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    pool.add(1, gpus=8)
+    standby = phalanx.spawn_controller(18082, log_name="controller-standby")
+    try:
+        apply(cluster, gang_namespace, pooled_job("led", 4, pool))
+        eventually(
+            lambda: count_bound(cluster, gang_namespace, "led") == 4, 30, what="admitted by the leader"
+        )
+        assert admissions(phalanx.metrics(port=18082)) == 0  # the standby wrote nothing
+        lease = cluster.kubectl_json("get", "lease", "phalanx-controller", "-n", "phalanx-system")
+        leader = lease["spec"]["holderIdentity"]
+
+        phalanx.stop_controller(kill=True)  # the leader dies without releasing its lease
+        apply(cluster, gang_namespace, pooled_job("after", 4, pool))
+        eventually(
+            lambda: count_bound(cluster, gang_namespace, "after") == 4, 40, what="the standby took over"
+        )
+        assert admissions(phalanx.metrics(port=18082)) >= 1
+        lease = cluster.kubectl_json("get", "lease", "phalanx-controller", "-n", "phalanx-system")
+        assert lease["spec"]["holderIdentity"] != leader
+    finally:
+        standby.terminate()
+        standby.wait(10)
+        if phalanx.controller is None:
+            phalanx.start_controller()

@@ -181,22 +181,25 @@ class Phalanx:
         path.chmod(0o600)
         return path
 
-    def start_controller(self, extra_env: dict[str, str] | None = None) -> None:
+    def spawn_controller(
+        self, health_port: int, extra_env: dict[str, str] | None = None, log_name: str = "controller"
+    ) -> subprocess.Popen[bytes]:
+        """A controller process under its own ServiceAccount's token, ready (informers synced)."""
         kubeconfig = self.controller_kubeconfig()
         env = {
             **self.options.controller_env,
             **(extra_env or {}),
             "PHALANX_CONTROLLER_KUBECONFIG": str(kubeconfig),
             "PHALANX_CONTROLLER_HEALTH_BIND_ADDRESS": "127.0.0.1",
-            "PHALANX_CONTROLLER_HEALTH_PORT": str(self.options.controller_health_port),
+            "PHALANX_CONTROLLER_HEALTH_PORT": str(health_port),
             "PHALANX_CONTROLLER_NAMESPACE": NAMESPACE,
         }
-        self.controller = self._spawn("controller", [sys.executable, "-m", "controller"], env)
-        self._wait_http(
-            f"http://127.0.0.1:{self.options.controller_health_port}/readyz",
-            "controller ready",
-            self.controller,
-        )
+        process = self._spawn(log_name, [sys.executable, "-m", "controller"], env)
+        self._wait_http(f"http://127.0.0.1:{health_port}/readyz", f"{log_name} ready", process)
+        return process
+
+    def start_controller(self, extra_env: dict[str, str] | None = None) -> None:
+        self.controller = self.spawn_controller(self.options.controller_health_port, extra_env)
 
     def stop_controller(self, kill: bool = False) -> None:
         if self.controller is None:
@@ -212,10 +215,13 @@ class Phalanx:
             self.controller.wait(5)
         self.controller = None
 
-    def metrics(self, which: str = "controller") -> str:
-        port = (
-            self.options.controller_health_port if which == "controller" else self.options.webhook_health_port
-        )
+    def metrics(self, which: str = "controller", port: int | None = None) -> str:
+        if port is None:
+            port = (
+                self.options.controller_health_port
+                if which == "controller"
+                else self.options.webhook_health_port
+            )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             return str(response.read().decode())
 
