@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 
 WEBHOOK_PORT = 9443  # fixed by deploy/local's clientConfig.url
@@ -85,9 +86,12 @@ class Phalanx:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         log = (self.dir / f"{name}.log").open("ab")
         self._logs.append(log)
-        return subprocess.Popen(
+        process = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}, cwd=REPO
         )
+        # Recorded so `python -m tests.localcluster down` can stop what a kept demo left running.
+        (self.dir / f"{name}.pid").write_text(str(process.pid))
+        return process
 
     # ---- webhook ---------------------------------------------------------------------------------
     def start_webhook(self) -> None:
@@ -269,3 +273,21 @@ class Phalanx:
 
     def __exit__(self, *_: Any) -> None:
         self.down()
+
+
+def stop_leftovers(workdir: Path) -> list[int]:
+    """Stop webhook/controller processes a kept demo (``--keep``) left running; returns their pids."""
+    stopped = []
+    for pid_file in sorted((workdir / "phalanx").glob("*.pid")):
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            pid_file.unlink(missing_ok=True)
+            continue
+        # Only a process that is still ours: pids are reused.
+        if b"-m" in cmdline and (b"webhook" in cmdline or b"controller" in cmdline):
+            procs.terminate([pid])
+            stopped.append(pid)
+        pid_file.unlink(missing_ok=True)
+    return stopped
