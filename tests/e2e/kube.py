@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
 
 GATE = "phalanx.io/gang"
@@ -45,3 +46,25 @@ def podgroup(
 def events(cluster: LocalCluster, namespace: str, name: str) -> list[dict[str, Any]]:
     items = cluster.kubectl_json("get", "events", "-n", namespace)["items"]
     return [e for e in items if e["involvedObject"].get("name") == name]
+
+
+def set_pod_quota(cluster: LocalCluster, namespace: str, name: str, pods: int) -> None:
+    """A ResourceQuota on the number of pods, applied and waited for until it is in force."""
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name},
+        "spec": {"hard": {"pods": str(pods)}},
+    }
+    apply(cluster, namespace, quota)
+    eventually(
+        lambda: (
+            cluster.kubectl_json("get", "resourcequota", name, "-n", namespace)
+            .get("status", {})
+            .get("hard", {})
+            .get("pods")
+            == str(pods)
+        ),
+        20,
+        what=f"quota of {pods} pods in force",
+    )

@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import GROUP_LABEL, bound, events, gated, podgroup, pods
+from tests.e2e.kube import GROUP_LABEL, bound, events, gated, podgroup, pods, set_pod_quota
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 
@@ -104,28 +104,12 @@ def test_acs_quota_holds_everyone_until_lifted(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "two"},
-        "spec": {"hard": {"pods": "2"}},
-    }
-    cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(quota))
-    eventually(
-        lambda: (
-            cluster.kubectl_json("get", "resourcequota", "two", "-n", gang_namespace)
-            .get("status", {})
-            .get("hard")
-        ),
-        20,
-        what="quota in force",
-    )
+    set_pod_quota(cluster, gang_namespace, "two", 2)
     apply_manifest(cluster, gang_namespace, "acs-job.yaml", pool)
     eventually(lambda: len(group_pods(cluster, gang_namespace, "acs-gang")) == 2, 30, what="2 of 3 exist")
     stays(lambda: n_bound(cluster, gang_namespace, "acs-gang") == 0, 3.0, what="none scheduled")
     assert podgroup(cluster, gang_namespace, "acs-gang")["status"]["reason"] == "WaitingForMembers"
-    quota["spec"]["hard"]["pods"] = "10"
-    cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(quota))
+    set_pod_quota(cluster, gang_namespace, "two", 10)
     eventually(lambda: n_bound(cluster, gang_namespace, "acs-gang") == 3, 60, what="all 3 start together")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import apply, bound, events, gated, podgroup, pods
+from tests.e2e.kube import apply, bound, events, gated, podgroup, pods, set_pod_quota
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 from tests.localcluster.phalanx import Phalanx
@@ -97,29 +97,13 @@ def test_quota_that_lets_only_part_of_a_gang_exist_holds_everyone(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "pods"},
-        "spec": {"hard": {"pods": "2"}},
-    }
-    apply(cluster, gang_namespace, quota)
-    eventually(
-        lambda: (
-            cluster.kubectl_json("get", "resourcequota", "pods", "-n", gang_namespace)
-            .get("status", {})
-            .get("hard")
-        ),
-        20,
-        what="quota in force",
-    )
+    set_pod_quota(cluster, gang_namespace, "pods", 2)
     apply(cluster, gang_namespace, pooled_job("acs", 3, pool))
     eventually(lambda: len(members(cluster, gang_namespace, "acs")) == 2, 30, what="2 of 3 pods created")
     stays(lambda: count_bound(cluster, gang_namespace, "acs") == 0, 3.0, what="nothing admitted")
     assert podgroup(cluster, gang_namespace, "acs")["status"]["reason"] == "WaitingForMembers"
 
-    quota["spec"]["hard"]["pods"] = "10"
-    apply(cluster, gang_namespace, quota)
+    set_pod_quota(cluster, gang_namespace, "pods", 10)
     eventually(lambda: count_bound(cluster, gang_namespace, "acs") == 3, 60, what="all 3 start together")
 
 

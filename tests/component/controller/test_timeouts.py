@@ -174,7 +174,8 @@ async def test_identical_passes_over_a_waiting_gang_keep_one_timer(h: Harness) -
     assert h.queue.scheduled == 1
 
 
-async def test_a_higher_priority_gang_preempts_a_running_one_whole() -> None:
+def low_gang_running_high_gang_waiting() -> Harness:
+    """A running 8-pod gang fills both nodes; a 4-pod gang of higher priority waits at the gate."""
     h = Harness(planner=PlannerConfig(starvation_age_seconds=None, preemption_min_runtime_seconds=0))
     h.cluster()
     low = gang(8, "low", gates=(), owner=None)
@@ -186,6 +187,11 @@ async def test_a_higher_priority_gang_preempts_a_running_one_whole() -> None:
         p["spec"]["priority"] = 100
     h.kube.seed(r.PODGROUPS, podgroup("low", min_member=8))
     h.kube.seed(r.PODS, *low, *high)
+    return h
+
+
+async def test_a_higher_priority_gang_preempts_a_running_one_whole() -> None:
+    h = low_gang_running_high_gang_waiting()
 
     failed = await h.step()
 
@@ -199,17 +205,7 @@ async def test_a_higher_priority_gang_preempts_a_running_one_whole() -> None:
 
 
 async def test_a_budget_the_snapshot_did_not_know_stops_the_whole_preemption() -> None:
-    h = Harness(planner=PlannerConfig(starvation_age_seconds=None, preemption_min_runtime_seconds=0))
-    h.cluster()
-    low = gang(8, "low", gates=(), owner=None)
-    for i, p in enumerate(low):
-        p["spec"]["nodeName"] = f"node-{i // 4}"
-        p["status"] = {"phase": "Running", "startTime": "2023-11-14T20:00:00Z"}
-    high = gang(4, "high")
-    for p in high:
-        p["spec"]["priority"] = 100
-    h.kube.seed(r.PODGROUPS, podgroup("low", min_member=8))
-    h.kube.seed(r.PODS, *low, *high)
+    h = low_gang_running_high_gang_waiting()
     h.kube.pdb_protected.add((NS, "low-7"))  # the dry-run eviction of one member is refused
 
     failed = await h.step()
