@@ -264,3 +264,39 @@ def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
         standby.wait(10)
         if phalanx.controller is None:
             phalanx.start_controller()
+
+
+def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    pool.add(1, gpus=8)
+    phalanx.stop_controller()
+    phalanx.start_controller({"PHALANX_CONTROLLER_SCHEDULE_TIMEOUT_ACTION": "release"})
+    try:
+        apply(
+            cluster,
+            gang_namespace,
+            pooled_job("toobig", 10, pool, template_annotations={"phalanx.io/schedule-timeout-seconds": "3"}),
+        )
+        eventually(
+            lambda: cluster.kubectl_json("get", "job", "toobig", "-n", gang_namespace)["spec"].get("suspend"),
+            30,
+            what="the Job suspended on timeout",
+        )
+        gave_up = eventually(
+            lambda: [e for e in events(cluster, gang_namespace, "toobig") if e["reason"] == "GaveUp"],
+            20,
+            what="a GaveUp Event",
+        )
+        assert "suspended Jobs: toobig" in gave_up[0]["message"]
+        eventually(
+            lambda: podgroup(cluster, gang_namespace, "toobig")["status"]["reason"] == "SchedulingTimeout",
+            15,
+            what="the PodGroup still says SchedulingTimeout after its pods are gone",
+        )
+        # Nothing the user submitted is gone: the Job is still there, only suspended; none ran.
+        assert cluster.kubectl("get", "job", "toobig", "-n", gang_namespace, check=False).returncode == 0
+        assert count_bound(cluster, gang_namespace, "toobig") == 0
+    finally:
+        phalanx.stop_controller()
+        phalanx.start_controller()
