@@ -288,3 +288,13 @@ async def test_podgroup_create_conflict_is_not_an_error(h: Harness) -> None:
     h.kube.fail("create", ApiError(409, "AlreadyExists", "exists"), rt=r.PODGROUPS)
     assert await h.reconcile(KEY) == set()
     assert h.pg() is None  # someone else's create is on its way through the informer
+
+
+async def test_a_member_whose_requests_cannot_be_read_is_reported_on_its_podgroup(h: Harness) -> None:
+    members = gang(2, min_member=2)
+    members[0]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    h.kube.seed(r.PODGROUPS, podgroup("g", min_member=2))
+    h.kube.seed(r.PODS, *members)
+    await h.step()
+    assert "InvalidMember" in h.event_reasons()
+    assert gates_of(h.pod("g-0")) == [c.GATE] and gates_of(h.pod("g-1")) == [c.GATE]  # nothing admitted
