@@ -142,9 +142,9 @@ class Reconciler:
                 if waiting:
                     self.queue.add_after(REPLAN, 0.5)
         # A member whose spec cannot be read is not part of any plan: say so where people look.
-        for key, problem in self.store.invalid_pods.values():
-            if key is not None and key in views:
-                await self.events.emit(views[key].podgroup, "InvalidMember", problem, warning=True)
+        for owner_key, problem in self.store.invalid_pods.values():
+            if owner_key is not None and owner_key in views:
+                await self.events.emit(views[owner_key].podgroup, "InvalidMember", problem, warning=True)
         if REPLAN in batch:
             self.events.retain({v.podgroup.uid for v in views.values()})
         return failed
