@@ -116,7 +116,7 @@ class Executor:
         # The admission stands once recorded (a retry finishes the lift): report it either way.
         if first:
             self.metrics.admissions.inc()
-            self.metrics.gang_wait.observe(max(0.0, self.clock() - view.gang.created))
+            self.metrics.gang_wait.observe(max(0.0, self.clock() - view.gang.wait_start))
             await self.events.emit(view.podgroup, "Admitted", message)
         else:
             await self.events.emit(view.podgroup, "MembersAdmitted", message)

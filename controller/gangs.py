@@ -7,10 +7,11 @@ webhook inferred from the workload, then the configured default.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from controller import admission_record
+from controller import admission_record, records
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.store import PodGroupRecord, Store
 from shared import constants as c
@@ -113,7 +114,29 @@ def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
     return all(p.preemptible for p in members)
 
 
-def view(record: PodGroupRecord, store: Store, budgeted: Mapping[str, Pod] | None = None) -> GangView:
+# Phases in which a gang holds an admission (see status.py): losing it starts a new wait.
+ADMITTED_PHASES = frozenset({"Scheduling", "Scheduled", "Running"})
+
+
+def _waiting_since(
+    record: PodGroupRecord, members: list[Pod], running: bool, first: float, now: float
+) -> float:
+    """When the gang's current wait began, kept in ``status.scheduleStartTime`` so that it survives
+    the members (a Job suspended on timeout) and the controller (a restart)."""
+    lost = (
+        not running
+        and record.status.get("phase") in ADMITTED_PHASES
+        and not any(p.finished and not p.terminating for p in members)
+    )
+    if lost:  # preempted or rolled back: the gang waits again, with its whole timeout
+        return float(math.floor(now))
+    stored = records.parse_time(record.status.get("scheduleStartTime"))
+    return first if stored is None else stored
+
+
+def view(
+    record: PodGroupRecord, store: Store, now: float, budgeted: Mapping[str, Pod] | None = None
+) -> GangView:
     """The gang of ``record``; ``budgeted`` holds member records that carry their disruption budget."""
     members = [(budgeted or {}).get(p.uid, p) for p in store.members(record.key)]
     priority, policy = gang_priority(record, members, store)
@@ -134,13 +157,15 @@ def view(record: PodGroupRecord, store: Store, budgeted: Mapping[str, Pod] | Non
         # members must form the gang again, whole -- never trickle in as "replacements".
         admitted_at = None
     first_member = min((p.created for p in members), default=record.created)
+    created = min(first_member, record.created) if record.created else first_member
     gang = Gang(
         key=record.key,
         min_member=_int(record.spec.get("minMember")) or 0,
         max_member=_int(record.spec.get("maxMember")),
         members=tuple(members),
         priority=priority,
-        created=min(first_member, record.created) if record.created else first_member,
+        created=created,
+        waiting_since=_waiting_since(record, members, running, created, now),
         schedule_timeout=_timeout(record, members),
         placement=_placement(record, members),
         preemptible=_preemptible(record, members),
@@ -173,7 +198,7 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
         # Phalanx manages gangs in opted-in namespaces, and any gang it gated (a namespace that
         # opted out later must not strand its gated pods). Other PodGroups are not its business.
         if key.namespace in store.opted_in or any(p.gated for p in store.members(key)):
-            views[key] = view(record, store, budgeted)
+            views[key] = view(record, store, now, budgeted)
     pods = (budgeted.get(uid, pod) for uid, pod in store.pods.items())
     snap = Snapshot(
         nodes=tuple(sorted(store.nodes.values(), key=lambda n: n.name)),

@@ -195,7 +195,7 @@ class Reconciler:
                     if self.timeout_action == "release":
                         await self.executor.give_up(view, f"not admitted within {timeout:.0f}s")
             elif timeout:
-                self.queue.add_after(key, view.gang.created + timeout - now + 0.05)
+                self.queue.add_after(key, view.gang.wait_start + timeout - now + 0.05)
 
     async def _write_statuses(
         self,

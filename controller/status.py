@@ -95,7 +95,7 @@ def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, 
         **n,
         "reason": reason,
         "message": message,
-        "scheduleStartTime": iso(view.gang.created) if view.gang.created else None,
+        "scheduleStartTime": iso(view.gang.wait_start) if view.gang.wait_start else None,
         "conditions": [condition],
     }
     # None is kept on purpose: written as a merge patch, it removes a stale admittedTime.

@@ -133,7 +133,10 @@ class Gang:
     max_member: int | None = None  # elastic: admit beyond min up to max when room allows
     priority: int = 0
     created: float = 0.0  # PodGroup creation, or the first member's, seconds since the epoch
-    schedule_timeout: float | None = None  # seconds from `created`; None: no timeout
+    schedule_timeout: float | None = None  # seconds from `waiting_since`; None: no timeout
+    # Start of the current wait: `created`, or when the gang last lost its admission (preempted,
+    # rolled back). Timeouts and starvation age count from here; order by age still uses `created`.
+    waiting_since: float | None = None
     placement: Placement = Placement.PINNED
     preemptible: bool = True
     preemption_policy: str = "PreemptLowerPriority"  # or "Never" (from the PriorityClass)
@@ -151,6 +154,10 @@ class Gang:
     # unmodelled members): pod uid -> node, copied from `Admit.booked`. Lets the core keep counting
     # their room until they bind; without it an unpinned, unbound admitted member books nothing.
     booked: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def wait_start(self) -> float:
+        return self.created if self.waiting_since is None else self.waiting_since
 
 
 @dataclass(frozen=True, slots=True)

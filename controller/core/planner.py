@@ -172,7 +172,7 @@ class PlanningPass:
 
     def _timed_out(self, gang: Gang) -> bool:
         timeout = self._timeout(gang)
-        return timeout is not None and self.now > gang.created + timeout
+        return timeout is not None and self.now > gang.wait_start + timeout
 
     def _wait(self, gang: Gang, reason: Reason, text: str, timed_out: bool, **extra: tuple[str, ...]) -> Wait:
         timeout = self._timeout(gang)
@@ -368,7 +368,7 @@ class PlanningPass:
             not timed_out
             and self.reservation is None
             and starving is not None
-            and self.now - gang.created > starving
+            and self.now - gang.wait_start > starving
             and not self._unit(gang)
         ):
             nodes = reserve(self.st, items)
@@ -377,7 +377,7 @@ class PlanningPass:
                 self.cap.exclude(nodes)
                 self.st.drop_held(gang.key)
                 names = [self.st.names[i] for i in nodes]
-                text = msg.reserved(self.now - gang.created, names, self.cfg.message_nodes, text)
+                text = msg.reserved(self.now - gang.wait_start, names, self.cfg.message_nodes, text)
                 return self._wait(gang, Reason.RESERVED, text, timed_out, reserved_nodes=tuple(names))
         return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, text, timed_out)
 

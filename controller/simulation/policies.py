@@ -4,9 +4,10 @@
   bound, pending gang members gated; every gang) from records kept between cycles, and calls
   ``controller.core.plan()``. ``Admit`` binds the members to the planned nodes (they start at once);
   ``Preempt`` evicts the victims whole (they re-queue with new, gated pods and restart from scratch;
-  their PodGroup keeps its creation time) and holds the planned room for the preemptor as the
-  controller does (until it is admitted, or for 300 s); ``Wait`` with ``timed_out`` counts a timeout
-  once per gang, and the gang keeps waiting (the controller's ``timeout_action: report``).
+  their PodGroup keeps its creation time, their wait starts anew) and holds the planned room for
+  the preemptor as the controller does (until it is admitted, or for 300 s); ``Wait`` with
+  ``timed_out`` counts a timeout once per gang, and the gang keeps waiting (the controller's
+  ``timeout_action: report``).
 - ``greedy-per-pod``: the default scheduler without gangs. Pending pods (priority, then submission
   order) start one by one wherever one fits (best fit); a partial gang holds its GPUs until its last
   pod starts. It can deadlock.
@@ -123,6 +124,7 @@ class PhalanxPolicy:
             members=members,
             priority=job.priority,
             created=job.submit,
+            waiting_since=now,  # a victim waits again from its eviction, as status.scheduleStartTime says
         )
         self.by_key[key] = run
 

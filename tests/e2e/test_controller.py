@@ -290,9 +290,11 @@ def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
             what="a GaveUp Event",
         )
         assert "suspended Jobs: toobig" in gave_up[0]["message"]
-        eventually(
+        eventually(lambda: not members(cluster, gang_namespace, "toobig"), 30, what="the Job's pods gone")
+        # The wait's start is kept on the PodGroup: with no members left it is still timed out.
+        stays(
             lambda: podgroup(cluster, gang_namespace, "toobig")["status"]["reason"] == "SchedulingTimeout",
-            15,
+            2.0,
             what="the PodGroup still says SchedulingTimeout after its pods are gone",
         )
         # Nothing the user submitted is gone: the Job is still there, only suspended; none ran.

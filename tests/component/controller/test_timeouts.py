@@ -174,7 +174,7 @@ async def test_identical_passes_over_a_waiting_gang_keep_one_timer(h: Harness) -
     assert h.queue.scheduled == 1
 
 
-def low_gang_running_high_gang_waiting() -> Harness:
+def low_gang_running_high_gang_waiting(schedule_timeout: int | None = None) -> Harness:
     """A running 8-pod gang fills both nodes; a 4-pod gang of higher priority waits at the gate."""
     h = Harness(planner=PlannerConfig(starvation_age_seconds=None, preemption_min_runtime_seconds=0))
     h.cluster()
@@ -185,7 +185,10 @@ def low_gang_running_high_gang_waiting() -> Harness:
     high = gang(4, "high")
     for p in high:
         p["spec"]["priority"] = 100
-    h.kube.seed(r.PODGROUPS, podgroup("low", min_member=8))
+    low_group = podgroup("low", min_member=8)
+    if schedule_timeout is not None:
+        low_group["spec"]["scheduleTimeoutSeconds"] = schedule_timeout
+    h.kube.seed(r.PODGROUPS, low_group)
     h.kube.seed(r.PODS, *low, *high)
     return h
 
@@ -214,3 +217,53 @@ async def test_a_budget_the_snapshot_did_not_know_stops_the_whole_preemption() -
     assert failed == {GangKey(NS, "high")}  # retried with backoff
     assert "PreemptionBlocked" in h.event_reasons()
     assert all(gates_of(h.pod(f"high-{i}")) == [c.GATE] for i in range(4))
+
+
+async def test_a_gang_given_up_stays_timed_out_when_its_pods_are_gone() -> None:
+    """The wait's start is kept on the PodGroup, so it survives the members it was measured from."""
+    h = Harness(timeout_action="release")
+    h.cluster()
+    blocked_gang(h)
+    h.clock.advance(20)  # the controller starts late: its PodGroup is younger than the members
+    await h.step()
+    pg = h.pg()
+    assert pg is not None
+    started = pg["status"]["scheduleStartTime"]
+    h.clock.advance(11)
+    await h.step()
+    assert h.event_reasons().count("GaveUp") == 1
+
+    for i in range(5):  # the suspended Job's controller removes its pods
+        h.kube.remove(r.PODS, NS, f"g-{i}")
+    await h.step()
+    await h.step()
+
+    pg = h.pg()
+    assert pg is not None
+    assert (pg["status"]["phase"], pg["status"]["reason"]) == ("Failed", "SchedulingTimeout")
+    assert pg["status"]["scheduleStartTime"] == started
+    assert pg["status"]["members"] == 0
+
+
+async def test_a_preempted_gang_waits_again_with_its_whole_timeout() -> None:
+    """Losing the admission starts a new wait: a victim is not reported timed out at once."""
+    h = low_gang_running_high_gang_waiting(schedule_timeout=30)
+    await h.step()  # the low gang is Running
+    h.clock.advance(3600)
+
+    await h.step()  # the high gang preempts it
+    assert len(h.kube.writes_to(r.PODS, "evict")) == 8  # gone; the owner has not recreated them yet
+    await h.step()
+    await h.step()
+
+    status = h.pg("low")["status"]  # type: ignore[index]
+    assert (status["phase"], status["reason"]) == ("Pending", "WaitingForMembers"), status
+    preempted_at = status["scheduleStartTime"]
+    h.clock.advance(29)
+    await h.step()
+    assert h.pg("low")["status"]["phase"] == "Pending"  # type: ignore[index]
+    h.clock.advance(2)
+    await h.step()
+    status = h.pg("low")["status"]  # type: ignore[index]
+    assert (status["phase"], status["reason"]) == ("Failed", "SchedulingTimeout")
+    assert status["scheduleStartTime"] == preempted_at

@@ -259,6 +259,10 @@ class GangBuilder:
         self._f["schedule_timeout"] = seconds
         return self
 
+    def waiting_since(self, t: float) -> GangBuilder:
+        self._f["waiting_since"] = t
+        return self
+
     def free(self) -> GangBuilder:
         self._f["placement"] = Placement.FREE
         return self

@@ -228,6 +228,15 @@ def test_the_default_timeout_applies_when_the_gang_sets_none() -> None:
     assert isinstance(d, Wait) and not d.timed_out
 
 
+def test_the_timeout_counts_from_the_start_of_the_current_wait() -> None:
+    # Created long ago, waiting again since it was preempted 100 s ago: not timed out yet.
+    g = gang("g").min(3).created(NOW - 7200).waiting_since(NOW - 100).timeout(600).gated_members(2)
+    d = run([node("a").gpus(8)], [g]).for_gang(G)
+    assert isinstance(d, Wait) and not d.timed_out
+    d = run([node("a").gpus(8)], [g.waiting_since(NOW - 601)]).for_gang(G)
+    assert isinstance(d, Wait) and d.timed_out
+
+
 def test_a_timed_out_gang_that_fits_is_still_admitted() -> None:
     g = gang("g").created(NOW - 700).timeout(600).gated_members(1)
     assert isinstance(run([node("a").gpus(8)], [g]).for_gang(G), Admit)
