@@ -278,6 +278,11 @@ def serve_floor(port: int, cert_dir: Path) -> None:
     web.run_app(app, host="127.0.0.1", port=port, ssl_context=context, access_log=None, print=None)
 
 
+def floor_command(port: int, cert_dir: Path) -> list[str]:
+    # Run as a module from the root (``started`` sets the cwd): the floor imports from tests/.
+    return [sys.executable, "-m", "tests.bench.bench_webhook", "--serve-floor", str(port), str(cert_dir)]
+
+
 @contextmanager
 def started(command: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as sink:
@@ -472,13 +477,7 @@ async def run_bench() -> dict[str, Any]:
         ca = write_cert(cert_dir)
         context = ssl.create_default_context(cadata=ca.decode())
         floor_port, hook_port, health_port = free_port(), free_port(), free_port()
-        floor_cmd = [
-            sys.executable,
-            str(HERE),
-            "--serve-floor",
-            str(floor_port),
-            str(cert_dir),
-        ]
+        floor_cmd = floor_command(floor_port, cert_dir)
         # The webhook runs at its default log level (INFO: one JSON line per patched object).
         hook_cmd = [
             sys.executable, "-m", "webhook", "--bind-address", "127.0.0.1", "--port", str(hook_port),
