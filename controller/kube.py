@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol
 
+import aiohttp
 import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -141,6 +142,10 @@ class KubeClient:
         except ApiException as err:
             raw = err.body if isinstance(err.body, bytes) else str(err.body or err.reason).encode()
             raise _error(int(err.status or 0), raw) from None
+        except (aiohttp.ClientError, TimeoutError) as err:
+            # No answer at all: an ApiError too, so that callers handling one gang's failure (retry
+            # it with backoff) do not abort the whole pass over a network blip.
+            raise ApiError(0, "Unreachable", f"{method} {path}: {type(err).__name__}: {err}") from err
         # With _preload_content=False the transport hands back error answers too (a 404 arrives as
         # a Status body): turn every non-2xx into an ApiError here, once, for every caller.
         if not 200 <= response.status < 300:
