@@ -7,7 +7,7 @@ torn. Stored as JSON in the PodGroup annotation ``phalanx.io/admission``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
@@ -22,27 +22,51 @@ class AdmissionRecord:
     # pod uid -> node the plan booked for it, pinned or not: unpinned members keep their room
     # booked until they bind.
     booked: Mapping[str, str] = field(default_factory=dict)
+    # When members were last added (a replacement, an elastic member): the bind timeout of members
+    # admitted later counts from here, not from the gang's first admission (``at``).
+    last: float | None = None
+
+    @property
+    def latest(self) -> float:
+        return self.at if self.last is None else self.last
 
     def encode(self) -> str:
         return orjson.dumps(
             {
                 "at": round(self.at, 3),
+                "last": round(self.latest, 3),
                 "placement": dict(sorted(self.placement.items())),
                 "booked": dict(sorted(self.booked.items())),
             }
         ).decode()
 
+    def union(self, other: AdmissionRecord) -> AdmissionRecord:
+        """Both records' members; the earliest first admission and the latest addition."""
+        merged = self.merged(other.placement, other.booked)
+        return AdmissionRecord(
+            min(self.at, other.at), merged.placement, merged.booked, max(self.latest, other.latest)
+        )
+
+    def covers(self, uids: Iterable[str]) -> bool:
+        """Does this record hold every one of ``uids`` (is it at least as new as a write of them)?"""
+        return all(uid in self.placement for uid in uids)
+
     def merged(
-        self, more: Mapping[str, str | None], booked: Mapping[str, str], keep: set[str] | None = None
+        self,
+        more: Mapping[str, str | None],
+        booked: Mapping[str, str],
+        keep: set[str] | None = None,
+        at: float | None = None,
     ) -> AdmissionRecord:
-        """This record plus ``more``, dropping uids not in ``keep`` (pods that are gone)."""
+        """This record plus ``more`` (admitted at ``at``), dropping uids not in ``keep`` (gone pods)."""
 
         def kept(mapping: Mapping[str, str | None]) -> dict[str, str | None]:
             return {uid: node for uid, node in mapping.items() if keep is None or uid in keep}
 
         placement = kept(self.placement) | dict(more)
         booked_nodes = {uid: node for uid, node in kept(self.booked).items() if node} | dict(booked)
-        return AdmissionRecord(self.at, placement, booked_nodes)
+        added = at is not None and any(uid not in self.placement for uid in more)
+        return AdmissionRecord(self.at, placement, booked_nodes, at if added else self.last)
 
 
 def decode(annotations: Mapping[str, str]) -> AdmissionRecord | None:
@@ -53,6 +77,7 @@ def decode(annotations: Mapping[str, str]) -> AdmissionRecord | None:
         data = orjson.loads(raw)
         placement = {str(uid): (str(node) if node else None) for uid, node in dict(data["placement"]).items()}
         booked = {str(uid): str(node) for uid, node in dict(data.get("booked") or {}).items() if node}
-        return AdmissionRecord(float(data["at"]), placement, booked)
+        last = data.get("last")
+        return AdmissionRecord(float(data["at"]), placement, booked, None if last is None else float(last))
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None

@@ -20,7 +20,7 @@ from controller.gangs import GangView
 from controller.kube import ApiError, Kube, gather_limited
 from controller.metrics import ControllerMetrics
 from controller.resources import JOBS, PODS
-from controller.store import Assumed, Store
+from controller.store import Hold, Store
 from shared import constants as c
 
 log = logging.getLogger(__name__)
@@ -60,13 +60,12 @@ class Executor:
         now = self.clock()
         live = {p.uid for p in view.members}
         key = view.podgroup.key
-        existing = admission_record.decode(view.podgroup.annotations) or AdmissionRecord(now, {})
+        existing = admission_record.decode(view.podgroup.annotations)
         assumed = self.store.assumed.get(key)
         if assumed is not None:  # an earlier admission the informer has not delivered yet
-            merged = existing.merged(assumed.placement, assumed.booked)
-            existing = AdmissionRecord(min(existing.at, assumed.at), merged.placement, merged.booked)
-        record = existing.merged(placement, booked, keep=live)
-        self.store.assumed[key] = Assumed(dict(record.placement), record.at, dict(record.booked))
+            existing = assumed if existing is None else existing.union(assumed)
+        record = (existing or AdmissionRecord(now, {})).merged(placement, booked, keep=live, at=now)
+        self.store.assumed[key] = record
         try:
             await self.kube.patch(
                 view.podgroup.rt,
@@ -145,11 +144,20 @@ class Executor:
             key.name,
             {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: None}}},
         )
-        # Until the informer delivers the change, the store must not show the old admission.
+        # Until the informer delivers the change, the store must not show the old admission (the
+        # informer may have replaced the view's record while the patch was in flight).
         view.podgroup.annotations.pop(c.ADMISSION_ANNOTATION, None)
+        current = self.store.podgroup(key)
+        if current is not None:
+            current.annotations.pop(c.ADMISSION_ANNOTATION, None)
 
-    async def _delete_owned(self, view: GangView) -> tuple[int, list[str]]:
-        owned = [p for p in view.members if p.owner is not None and not p.finished and not p.terminating]
+    async def _delete_owned(self, view: GangView, except_kind: str | None = None) -> tuple[int, list[str]]:
+        """Delete the members an owner recreates (gated); returns (how many, names of bare pods)."""
+        owned = [
+            p
+            for p in view.members
+            if p.owner is not None and p.owner.kind != except_kind and not p.finished and not p.terminating
+        ]
         bare = [p.name for p in view.members if p.owner is None and not p.finished]
         results = await gather_limited(
             self.settings.concurrency,
@@ -180,9 +188,8 @@ class Executor:
                 await self.kube.patch(JOBS, view.gang.key.namespace, job, {"spec": {"suspend": True}})
             except ApiError as err:
                 log.warning("could not suspend job", extra={"job": job, "error": str(err)})
-        deleted = 0
-        if not jobs:
-            deleted, _ = await self._delete_owned(view)
+        # A suspended Job removes its own pods; other owners recreate theirs, gated.
+        deleted, _ = await self._delete_owned(view, except_kind="Job")
         await self.events.emit(
             view.podgroup,
             "GaveUp",
@@ -250,7 +257,7 @@ class Executor:
                 pod.requests.get(c.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
             )
         self.metrics.preemptions.inc(len(decision.victims))
-        self.store.holds[key] = Assumed(dict(decision.placement), now)
+        self.store.holds[key] = Hold(dict(decision.placement), now)
         jobs = sorted({(p.namespace, p.owner.name) for p in victim_pods if p.owner and p.owner.kind == "Job"})
         evictions = [
             self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from controller import admission_record, records
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
+from controller.core.state import is_live
 from controller.store import PodGroupRecord, Store
 from shared import constants as c
 
@@ -24,6 +25,8 @@ class GangView:
     gang: Gang
     podgroup: PodGroupRecord
     members: tuple[Pod, ...]
+    # When members were last admitted (None: not admitted): their bind timeout counts from here.
+    last_admitted_at: float | None = None
 
 
 def _int(value: object) -> int | None:
@@ -118,20 +121,23 @@ def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
 ADMITTED_PHASES = frozenset({"Scheduling", "Scheduled", "Running"})
 
 
-def _waiting_since(
-    record: PodGroupRecord, members: list[Pod], running: bool, first: float, now: float
-) -> float:
-    """When the gang's current wait began, kept in ``status.scheduleStartTime`` so that it survives
-    the members (a Job suspended on timeout) and the controller (a restart)."""
-    lost = (
-        not running
-        and record.status.get("phase") in ADMITTED_PHASES
-        and not any(p.finished and not p.terminating for p in members)
-    )
-    if lost:  # preempted or rolled back: the gang waits again, with its whole timeout
+def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> float:
+    """When the gang's current wait began (written to ``status.scheduleStartTime``).
+
+    The members that exist now date it: new pods after a preemption or a rollback start a new wait,
+    and a PodGroup applied long before its workload (or reused) does not count. With no members
+    the stored value stands, so a gang whose Job was suspended on timeout stays timed out.
+    """
+    live = [p.created for p in members if is_live(p)]
+    if live:
+        return min(live)
+    if record.status.get("phase") in ADMITTED_PHASES and not any(p.finished for p in members):
+        # It has just lost its admission (its members were evicted or rolled back) and its owner
+        # has not recreated them yet: a new wait begins now, not when the old one did. A gang with
+        # no live member is never reported in an admitted phase, so later passes keep this value.
         return float(math.floor(now))
     stored = records.parse_time(record.status.get("scheduleStartTime"))
-    return first if stored is None else stored
+    return record.created if stored is None else stored
 
 
 def view(
@@ -141,15 +147,13 @@ def view(
     members = [(budgeted or {}).get(p.uid, p) for p in store.members(record.key)]
     priority, policy = gang_priority(record, members, store)
     admission = admission_record.decode(record.annotations)
-    assumed = store.assumed.get(record.key)
+    assumed = store.assumed.get(record.key)  # written by this process, maybe not delivered yet
+    if assumed is not None:
+        admission = assumed if admission is None else admission.union(assumed)
     admitted: dict[str, str | None] = dict(admission.placement) if admission else {}
     booked: dict[str, str] = dict(admission.booked) if admission else {}
     admitted_at = admission.at if admission else None
-    if assumed is not None:
-        admitted.update(assumed.placement)
-        booked.update(assumed.booked)
-        admitted_at = admitted_at or assumed.at
-    live = {p.uid for p in members}
+    present = {p.uid for p in members if not p.terminating}  # a terminating pod holds no admission
     hold = store.holds.get(record.key)
     running = any((p.uid in admitted or p.bound) and not p.finished and not p.terminating for p in members)
     if admitted_at is not None and not running:
@@ -165,21 +169,22 @@ def view(
         members=tuple(members),
         priority=priority,
         created=created,
-        waiting_since=_waiting_since(record, members, running, created, now),
+        waiting_since=_waiting_since(record, members, now),
         schedule_timeout=_timeout(record, members),
         placement=_placement(record, members),
         preemptible=_preemptible(record, members),
         preemption_policy=policy,
         creatable=creatable(members),
-        admitted={uid: node for uid, node in admitted.items() if uid in live},
-        booked={uid: node for uid, node in booked.items() if uid in live},
+        admitted={uid: node for uid, node in admitted.items() if uid in present},
+        booked={uid: node for uid, node in booked.items() if uid in present},
         admitted_at=admitted_at,
         parent=record.spec.get("parentPodGroup") or None,
         queue=record.spec.get("queue") or None,
         held=dict(hold.placement) if hold else {},
         held_since=hold.at if hold else None,
     )
-    return GangView(gang, record, tuple(members))
+    last_admitted = admission.latest if admission is not None and admitted_at is not None else None
+    return GangView(gang, record, tuple(members), last_admitted)
 
 
 def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView]]:

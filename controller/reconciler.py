@@ -18,6 +18,7 @@ from controller import gangs, status
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
 from controller.core.planner import plan
+from controller.core.state import is_live
 from controller.events import EventRecorder
 from controller.executor import Executor
 from controller.gangs import GangView
@@ -164,7 +165,11 @@ class Reconciler:
             finished = sum(1 for p in view.members if p.finished)
             if bound + finished >= gang.min_member:
                 continue
-            due = gang.admitted_at + self.bind_timeout
+            # Only admitted members that have not bound time out. A running gang that lost a
+            # member (drained, deleted) waits for its replacement; it is not rolled back.
+            if not any(p.uid in gang.admitted and is_live(p) and not p.bound for p in view.members):
+                continue
+            due = (view.last_admitted_at or gang.admitted_at) + self.bind_timeout
             if now < due:
                 self.queue.add_after(key, due - now + 0.05)
                 continue

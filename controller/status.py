@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.core.model import Admit, Decision, Preempt, Reason, Reject, Wait
+from controller.core.state import is_live
 from controller.gangs import GangView
 
 CONDITION = "Admitted"
@@ -42,6 +43,8 @@ def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) ->
         or gang.admitted_at is not None
         or n["scheduled"] + n["succeeded"] >= minimum
     )
+    # With no live member nothing is being scheduled: "Scheduling" would hide a gang that waits.
+    live = any(is_live(p) for p in view.members)
     if isinstance(decision, Reject):
         return "Failed", decision.reason.value, decision.message, False
     if admitted and not isinstance(decision, Wait):
@@ -53,19 +56,20 @@ def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) ->
             return "Failed", "MembersFailed", f"{n['failed']} members failed", True
         if n["scheduled"] >= minimum:
             return "Scheduled", Reason.ADMITTED.value, f"{n['scheduled']} members bound to nodes", True
-        message = (
-            decision.message
-            if isinstance(decision, Admit)
-            else f"{n['scheduled']} of {minimum} members bound"
-        )
-        return "Scheduling", Reason.ADMITTED.value, message, True
+        if live:
+            message = (
+                decision.message
+                if isinstance(decision, Admit)
+                else f"{n['scheduled']} of {minimum} members bound"
+            )
+            return "Scheduling", Reason.ADMITTED.value, message, True
     if isinstance(decision, Preempt):
         return "Pending", Reason.PREEMPTING.value, decision.message, False
     if isinstance(decision, Wait):
         if decision.timed_out:
             return "Failed", Reason.SCHEDULING_TIMEOUT.value, decision.message, False
         return "Pending", decision.reason.value, decision.message, False
-    if admitted:
+    if admitted and live:
         return "Scheduling", Reason.ADMITTED.value, f"{n['scheduled']} of {minimum} members bound", True
     return "Pending", Reason.WAITING_FOR_MEMBERS.value, f"{n['members']} of {minimum} members exist", False
 
@@ -76,12 +80,8 @@ def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, 
     current = view.podgroup.status
     previous = next((c for c in current.get("conditions") or () if c.get("type") == CONDITION), None)
     condition_status = "True" if admitted else "False"
-    unchanged = (
-        previous is not None
-        and previous.get("status") == condition_status
-        and previous.get("reason") == reason
-        and previous.get("message") == message
-    )
+    # As in Kubernetes: the transition time moves when the condition's status does, not its text.
+    unchanged = previous is not None and previous.get("status") == condition_status
     condition = {
         "type": CONDITION,
         "status": condition_status,

@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller import records
+from controller import admission_record, records
 from controller import resources as r
+from controller.admission_record import AdmissionRecord
 from controller.core.model import GangKey, Node, Pod
 from controller.kube import JSON
 from controller.resources import PODGROUP_TYPES, ResourceType
@@ -96,12 +97,11 @@ class DisruptionBudget:
 
 
 @dataclass(slots=True)
-class Assumed:
-    """An admission recorded by this process that the informers may not have delivered yet."""
+class Hold:
+    """Room held for a preemptor while its victims terminate: pod uid -> node, since ``at``."""
 
     placement: dict[str, str | None]
     at: float
-    booked: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,9 +122,10 @@ class Store:
     workload_uids: dict[tuple[str, str], str] = field(default_factory=dict)
     # The released Workload API has no gang timeout: Phalanx reads its annotation on the Workload.
     workload_timeouts: dict[tuple[str, str], int] = field(default_factory=dict)
-    assumed: dict[GangKey, Assumed] = field(default_factory=dict)
+    # Admissions recorded by this process that the informers may not have delivered yet.
+    assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
-    holds: dict[GangKey, Assumed] = field(default_factory=dict)
+    holds: dict[GangKey, Hold] = field(default_factory=dict)
 
     # ---- notifications ---------------------------------------------------------------------------
     def _changed(self, key: GangKey | None) -> None:
@@ -223,8 +224,12 @@ class Store:
         record = PodGroupRecord.from_raw(rt, raw)
         self.podgroups[rt][record.key] = record
         assumed = self.assumed.get(record.key)
-        if assumed is not None and c.ADMISSION_ANNOTATION in record.annotations:
-            del self.assumed[record.key]  # the informer caught up with what we wrote
+        if assumed is not None:
+            written = admission_record.decode(record.annotations)
+            # Only a record holding every assumed member is our write coming back: an older event
+            # (the informer lags behind our own patches) must not undo an admission.
+            if written is not None and written.covers(assumed.placement):
+                del self.assumed[record.key]
         self._changed(record.key)
 
     def delete_podgroup(self, rt: ResourceType, raw: JSON) -> None:
@@ -336,7 +341,7 @@ class Store:
         self.workload_timeouts.pop(key, None)
 
     def replace_workloads(self, items: list[JSON]) -> None:
-        self.workloads, self.workload_uids = {}, {}
+        self.workloads, self.workload_uids, self.workload_timeouts = {}, {}, {}
         for raw in items:
             self.upsert_workload(raw)
 

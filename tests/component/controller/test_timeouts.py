@@ -167,6 +167,25 @@ async def test_schedule_timeout_with_release_suspends_the_job() -> None:
     assert h.kube.writes_to(r.PODS, "delete") == []  # the suspended Job removes its own pods
 
 
+async def test_release_suspends_the_jobs_and_deletes_the_members_other_owners_recreate() -> None:
+    h = Harness(timeout_action="release")
+    h.cluster()
+    h.kube.seed(
+        r.JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS}}
+    )
+    blocked_gang(h)
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "ps", "uid": "sts-uid"}
+    h.kube.seed(r.PODS, pod("ps-0", owner=sts, annotations=TIMEOUT), pod("chief", owner=None))
+    await h.step()
+    h.clock.advance(31)
+    await h.step()
+
+    assert h.kube.obj(r.JOBS, NS, "train")["spec"]["suspend"] is True  # type: ignore[index]
+    assert [w.name for w in h.kube.writes_to(r.PODS, "delete")] == ["ps-0"]  # never the bare chief
+    [gave_up] = [e for e in h.kube.events() if e["reason"] == "GaveUp"]
+    assert "suspended Jobs: train; deleted owned pods: 1" in gave_up["message"]
+
+
 async def test_identical_passes_over_a_waiting_gang_keep_one_timer(h: Harness) -> None:
     blocked_gang(h)
     for _ in range(5):

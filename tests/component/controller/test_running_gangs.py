@@ -1,0 +1,122 @@
+"""A gang that has run for a while: losing members, racing events and stale timestamps.
+
+Each case was a bug found in review: a lost member rolled back a whole healthy gang, a late
+PodGroup event gave an admitted member's room away, terminating members rewrote the status on
+every pass, and a PodGroup applied long before its workload timed the workload out at once.
+"""
+
+from __future__ import annotations
+
+from controller import resources as r
+from tests.component.controller.harness import NS, Harness, bind, gang, gates_of, pod, podgroup
+
+STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "sts-uid"}
+
+
+async def running_for_an_hour(h: Harness) -> None:
+    h.kube.seed(r.PODS, *gang(4, min_member=4, owner=STS))
+    await h.step()
+    for i in range(4):
+        bind(h.kube, f"g-{i}", f"node-{i // 2}", phase="Running")
+    await h.step()
+    assert h.pg()["status"]["phase"] == "Running"  # type: ignore[index]
+    h.clock.advance(3600)
+    await h.step()
+
+
+def deleted_pods(h: Harness) -> list[str]:
+    return [w.name for w in h.kube.writes_to(r.PODS, "delete")]
+
+
+async def test_a_running_gang_that_loses_a_member_is_not_rolled_back(h: Harness) -> None:
+    await running_for_an_hour(h)
+
+    h.kube.remove(r.PODS, NS, "g-3")  # drained or deleted; not recreated yet
+    await h.step()
+    await h.step()
+
+    assert deleted_pods(h) == []
+    assert "RolledBack" not in h.event_reasons()
+
+
+async def test_a_replacement_gets_its_own_bind_timeout(h: Harness) -> None:
+    await running_for_an_hour(h)
+    h.kube.remove(r.PODS, NS, "g-3")
+    h.kube.seed(r.PODS, pod("g-3", min_member=4, owner=STS))  # recreated, gated
+
+    await h.step()
+    assert not gates_of(h.pod("g-3"))  # admitted as a replacement
+    h.clock.advance(59)
+    await h.step()
+    assert deleted_pods(h) == []  # the scheduler has 60 s to bind it, counted from its admission
+
+    h.clock.advance(2)
+    await h.step()
+    assert sorted(deleted_pods(h)) == [f"g-{i}" for i in range(4)]  # below minMember: whole gang
+    assert "RolledBack" in h.event_reasons()
+
+
+async def test_members_stuck_terminating_do_not_rewrite_the_status_every_pass(h: Harness) -> None:
+    await running_for_an_hour(h)
+    for i in range(4):  # the node is lost: deleted, but no kubelet confirms it
+        h.kube.mutate(
+            r.PODS,
+            NS,
+            f"g-{i}",
+            lambda o: o["metadata"].__setitem__("deletionTimestamp", "2023-11-14T23:00:00Z"),
+        )
+    h.clock.advance(30)
+    await h.step()
+    status = h.pg()["status"]  # type: ignore[index]
+    assert status["phase"] == "Pending"  # nothing is being scheduled: not "Scheduling"
+
+    mark = h.mark()
+    for _ in range(4):
+        h.clock.advance(30)
+        await h.step()
+    assert [w for w in h.writes_since(mark) if w.rt == r.PODGROUPS] == []
+
+
+async def test_a_podgroup_applied_long_before_its_job_times_out_from_the_first_member(h: Harness) -> None:
+    group = podgroup("g", min_member=4)
+    group["spec"]["scheduleTimeoutSeconds"] = 600
+    h.kube.seed(r.PODGROUPS, group)
+    await h.step()
+    h.clock.advance(3600)
+    h.kube.seed(r.PODS, *gang(4, min_member=4, gpus=4))  # 16 GPUs on 8: waits
+
+    await h.step()
+    status = h.pg()["status"]  # type: ignore[index]
+    assert (status["phase"], status["reason"]) == ("Pending", "Unschedulable")
+    h.clock.advance(601)
+    await h.step()
+    assert h.pg()["status"]["reason"] == "SchedulingTimeout"  # type: ignore[index]
+
+
+async def test_a_late_podgroup_event_does_not_undo_an_admission(h: Harness) -> None:
+    """The informer lags behind the controller's own patches: an event carrying an older admission
+    record must not make the store forget members admitted since."""
+    elastic = podgroup("g", min_member=2)
+    elastic["spec"]["maxMember"] = 4
+    h.kube.seed(r.PODGROUPS, elastic)
+    h.kube.seed(r.PODS, *gang(2, min_member=2, owner=None))
+    await h.step()
+    bind(h.kube, "g-0", "node-0", phase="Running")
+    bind(h.kube, "g-1", "node-0", phase="Running")
+    await h.step()
+    h.sync()
+    h.kube.mutate(r.PODGROUPS, NS, "g", lambda o: o["status"].__setitem__("running", 2))
+    stale = h.kube.events_since(r.PODGROUPS, h._cursor[r.PODGROUPS])[0][1]["object"]  # admits g-0, g-1
+
+    h.kube.seed(r.PODS, pod("g-2", min_member=2, owner=None), pod("g-3", min_member=2, owner=None))
+    h.sync(r.PODS)
+    await h.reconcile()
+    assert not gates_of(h.pod("g-2")) and not gates_of(h.pod("g-3"))  # the gang grew to 4
+    h.sinks[str(r.PODGROUPS)].upsert(stale)  # only the older event arrives
+    h.sync(r.PODS)
+
+    h.kube.seed(r.PODS, *gang(5, "other", min_member=5, owner=None))  # 5 GPUs; 4 are free
+    h.sync(r.PODS)
+    await h.reconcile()
+    await h.reconcile()
+    assert all(gates_of(h.kube.obj(r.PODS, NS, f"other-{i}")) for i in range(5))
