@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.core.model import GangKey
+from controller.core.model import GangKey, Pod
 from controller.gangs import inferred_min_member, member_annotation
 from controller.kube import ApiError, Kube
 from controller.resources import PODGROUPS
 from shared import constants as c
-from shared.grouplink import workload_group_name
 
 log = logging.getLogger(__name__)
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -28,13 +27,15 @@ class PodGroupFactory:
         self.kube = kube
         self.store = store
 
-    def _workload_for(self, key: GangKey) -> tuple[str, str, int] | None:
-        for (ns, workload), groups in self.store.workloads.items():
-            if ns != key.namespace:
+    def _workload_for(self, key: GangKey, members: list[Pod]) -> tuple[str, str, int] | None:
+        """(workload, uid, minCount) of the Workload podGroup the members reference, if served."""
+        for pod in members:
+            if pod.workload is None:
                 continue
-            for group, min_count in groups.items():
-                if workload_group_name(workload, group) == key.name:
-                    return workload, self.store.workload_uids.get((ns, workload), ""), min_count
+            workload, group = pod.workload
+            min_count = self.store.workloads.get((key.namespace, workload), {}).get(group)
+            if min_count is not None:
+                return workload, self.store.workload_uids.get((key.namespace, workload), ""), min_count
         return None
 
     def manifest(self, key: GangKey) -> dict[str, Any] | None:
@@ -43,7 +44,7 @@ class PodGroupFactory:
             return None
         owner: dict[str, Any] | None = None
         source = "default"
-        workload = self._workload_for(key)
+        workload = self._workload_for(key, members)
         if workload is not None:
             name, uid, min_member = workload
             source = f"Workload {name} minCount"

@@ -139,6 +139,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         if isinstance(t, Mapping)
     )
     link = grouplink.resolve(labels, annotations, spec)
+    ref = grouplink.workload_ref(spec)
     preemptible = not (
         labels.get(c.PREEMPTIBLE, "").lower() == "false"
         or annotations.get(c.PREEMPTIBLE, "").lower() == "false"
@@ -161,6 +162,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         tolerations=tolerations,
         unmodelled=_unmodelled(affinity, spec),
         group=link.name if link else None,
+        workload=ref[:2] if ref else None,
         owner=owner_of(meta),
         labels=labels,
         annotations={k: v for k, v in annotations.items() if k.startswith(c.DOMAIN)},

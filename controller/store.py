@@ -330,8 +330,8 @@ class Store:
             self.workload_timeouts[(ns, name)] = int(timeout)
         else:
             self.workload_timeouts.pop((ns, name), None)
-        for group_name in groups:
-            self._changed(GangKey(ns, grouplink.workload_group_name(name, group_name)))
+        # Its gangs are named per podGroup and replica key, which only the pods know: replan all.
+        self._changed(None)
 
     def delete_workload(self, raw: JSON) -> None:
         meta = raw.get("metadata") or {}

@@ -22,9 +22,25 @@ class GroupLink:
     min_available: int | None = None
 
 
-def workload_group_name(workload: str, pod_group: str) -> str:
-    """The PodGroup Phalanx keeps for one podGroup of a native Workload (1.35 ``spec.workloadRef``)."""
-    return f"{workload}-{pod_group}"
+def workload_group_name(workload: str, pod_group: str, replica_key: str = "") -> str:
+    """The PodGroup Phalanx keeps for one podGroup of a native Workload (1.35 ``spec.workloadRef``).
+
+    Each ``podGroupReplicaKey`` is a gang of its own: the API applies the podGroup's policy to
+    every replica separately.
+    """
+    name = f"{workload}-{pod_group}"
+    return f"{name}-{replica_key}" if replica_key else name
+
+
+def workload_ref(spec: Mapping[str, object] | None) -> tuple[str, str, str] | None:
+    """``spec.workloadRef`` as (workload, podGroup, podGroupReplicaKey), or None."""
+    ref = (spec or {}).get("workloadRef")
+    if not isinstance(ref, Mapping):
+        return None
+    workload, pod_group, replica = ref.get("name"), ref.get("podGroup"), ref.get("podGroupReplicaKey")
+    if not (isinstance(workload, str) and workload and isinstance(pod_group, str) and pod_group):
+        return None
+    return workload, pod_group, replica if isinstance(replica, str) else ""
 
 
 def _positive_int(value: object) -> int | None:
@@ -64,11 +80,9 @@ def resolve(
         value = annotations.get(key)
         if isinstance(value, str) and value:
             return GroupLink(value, f"annotation {key}")
-    ref = (spec or {}).get("workloadRef")
-    if isinstance(ref, Mapping):
-        workload, pod_group = ref.get("name"), ref.get("podGroup")
-        if isinstance(workload, str) and workload and isinstance(pod_group, str) and pod_group:
-            return GroupLink(workload_group_name(workload, pod_group), "spec.workloadRef")
+    ref = workload_ref(spec)
+    if ref is not None:
+        return GroupLink(workload_group_name(*ref), "spec.workloadRef")
     return None
 
 

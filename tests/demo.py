@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 NAMESPACE,
                 "--field-selector",
                 "involvedObject.kind=PodGroup",
+                "--sort-by=.firstTimestamp",  # the story in order, not by event name
                 "-o",
                 "custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message",
             ).stdout

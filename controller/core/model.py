@@ -94,6 +94,8 @@ class Pod:
     # Why the core cannot model this pod's constraints (inter-pod affinity, topology spread), or None.
     unmodelled: str | None = None
     group: str | None = None  # canonical PodGroup name (same namespace), None for non-gang pods
+    # spec.workloadRef (workload, podGroup): where a native Workload's gang size comes from.
+    workload: tuple[str, str] | None = None
     owner: OwnerRef | None = None  # controlling owner (Job, StatefulSet, MPIJob, ...)
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)

@@ -298,3 +298,33 @@ async def test_a_member_whose_requests_cannot_be_read_is_reported_on_its_podgrou
     await h.step()
     assert "InvalidMember" in h.event_reasons()
     assert gates_of(h.pod("g-0")) == [c.GATE] and gates_of(h.pod("g-1")) == [c.GATE]  # nothing admitted
+
+
+def workload_pod(name: str, replica: str) -> dict[str, object]:
+    body = pod(name, group=None, owner=None, min_member=None)
+    body["spec"]["workloadRef"] = {"name": "train", "podGroup": "workers", "podGroupReplicaKey": replica}
+    return body
+
+
+async def test_each_replica_of_a_workload_pod_group_is_a_gang_of_its_own(h: Harness) -> None:
+    h.kube.seed(
+        r.WORKLOADS,
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha1",
+            "kind": "Workload",
+            "metadata": {"name": "train", "namespace": NS},
+            "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]},
+        },
+    )
+    h.kube.seed(r.PODS, workload_pod("a-0", "a"), workload_pod("a-1", "a"), workload_pod("b-0", "b"))
+    await h.step()
+    await h.step()
+
+    for name, admitted in (("train-workers-a", True), ("train-workers-b", False)):
+        group = h.pg(name)
+        assert group is not None
+        assert group["spec"]["minMember"] == 2  # the podGroup's minCount, per replica
+        assert group["metadata"]["ownerReferences"][0]["kind"] == "Workload"
+        assert (group["status"]["phase"] != "Pending") is admitted
+    assert not gates_of(h.pod("a-0")) and not gates_of(h.pod("a-1"))
+    assert gates_of(h.pod("b-0")) == [c.GATE]  # replica b has 1 of its 2 members

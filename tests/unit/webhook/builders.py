@@ -185,8 +185,11 @@ class PodBuilder(Builder):
         return [self.obj]
 
     # On a pod, the "template" is the pod itself.
-    def workload_ref(self, workload: str, pod_group: str) -> Self:
-        self.obj["spec"]["workloadRef"] = {"name": workload, "podGroup": pod_group}
+    def workload_ref(self, workload: str, pod_group: str, replica_key: str | None = None) -> Self:
+        ref = {"name": workload, "podGroup": pod_group}
+        if replica_key is not None:
+            ref["podGroupReplicaKey"] = replica_key
+        self.obj["spec"]["workloadRef"] = ref
         return self
 
     def node_name(self, node: str) -> Self:

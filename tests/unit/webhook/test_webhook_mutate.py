@@ -317,6 +317,9 @@ def test_scheduler_rewrite_is_configurable() -> None:
         (pod().annotation(c.VOLCANO_ANNOTATION, "pg"), "pg"),
         (pod().label(c.POD_GROUP_LABEL, "pg"), "pg"),
         (pod().workload_ref("training", "workers"), "training-workers"),
+        # Each replica of a Workload podGroup is a gang of its own.
+        (pod().workload_ref("training", "workers", "r1"), "training-workers-r1"),
+        (pod().workload_ref("training", "workers", ""), "training-workers"),
     ],
 )
 def test_pod_link_forms(builder: Builder, expected: str) -> None:
