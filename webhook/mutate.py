@@ -87,7 +87,7 @@ def mutate(request: Mapping[str, Any], config: MutationConfig) -> Mutation:
     return _mutate_workload(gvk, kind, body, config)
 
 
-def _finish(builder: PatchBuilder, warnings: list[str], group: str) -> Mutation:
+def _finish(builder: PatchBuilder, warnings: list[str], group: str | None) -> Mutation:
     outcome = Outcome.PATCHED if builder.ops else Outcome.UNCHANGED
     return Mutation(outcome, builder.ops, warnings, group=group)
 
@@ -126,7 +126,7 @@ def _mutate_workload(
     meta = obj(workload.get("metadata"))
     labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
     if skipped(labels, annotations):
-        return Mutation(Outcome.SKIPPED, reason=f"{kind.name} opted out with {c.SKIP}")
+        return _skip_workload(kind, workload)
     if denial := check_annotations(annotations, kind.name):
         return Mutation(Outcome.REJECTED, reason=denial)
 
@@ -201,6 +201,30 @@ def _mutate_workload(
     return _finish(builder, summaries + warnings, groups[0])
 
 
+def _skip_workload(kind: WorkloadKind, workload: dict[str, Any]) -> Mutation:
+    """Leave a skipped workload alone -- and its pods: pods are admitted one by one, without the
+    workload, so a template that links its pods to a group (which would gate them) gets the skip
+    label too. Nothing else changes; templates without a link are not touched."""
+    builder = PatchBuilder(workload)
+    marked = []
+    for template in _templates(kind, workload):
+        linked = template.link is not None and isinstance(template.body, dict)
+        if linked and not skipped(template.labels, template.annotations):
+            try:
+                builder.scope(template.path).merge(("metadata", "labels"), {c.SKIP: "true"})
+            except ShapeError:
+                continue
+            marked.append(template.where)
+    reason = f"{kind.name} opted out with {c.SKIP}"
+    if not marked:
+        return Mutation(Outcome.SKIPPED, reason=reason)
+    warning = (
+        f"phalanx: {kind.name} opted out with {c.SKIP}; label {c.SKIP}=true added to "
+        f"{', '.join(marked)} so that its pods are left alone too"
+    )
+    return Mutation(Outcome.PATCHED, builder.ops, [warning], reason=reason)
+
+
 def _pods(count: int) -> str:
     return f"{count} pod" if count == 1 else f"{count} pods"
 
@@ -235,6 +259,20 @@ def _gate_template(
     return len(builder.ops) > before
 
 
+def _ungrouped_pod(pod: dict[str, Any], spec: dict[str, Any], config: MutationConfig) -> Mutation:
+    """Not in a gang, but naming a gang scheduler that is not installed (a KAI quickstart pod, a
+    Deployment written for Volcano): it would stay Pending forever, so it goes to the default one."""
+    builder = PatchBuilder(pod)
+    try:
+        warnings = _rewrite_scheduler(builder, spec, config, "")
+    except ShapeError as err:
+        return Mutation(Outcome.SKIPPED, warnings=[f"phalanx: {err}"], reason=str(err))
+    if not warnings:
+        return Mutation(Outcome.SKIPPED, reason="pod has no group link")
+    warnings.append("phalanx: pod has no group link, so it is scheduled on its own (not as a gang)")
+    return _finish(builder, warnings, None)
+
+
 def _mutate_pod(pod: dict[str, Any], config: MutationConfig) -> Mutation:
     meta = obj(pod.get("metadata"))
     labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
@@ -243,7 +281,7 @@ def _mutate_pod(pod: dict[str, Any], config: MutationConfig) -> Mutation:
     spec = obj(pod.get("spec"))
     link = resolve(labels, annotations, spec)
     if link is None:
-        return Mutation(Outcome.SKIPPED, reason="pod has no group link")
+        return _ungrouped_pod(pod, spec, config)
     if text(spec.get("nodeName")):
         # A pod bound at creation bypasses the scheduler, and the API server refuses gates on it.
         warning = (

@@ -61,6 +61,10 @@ def foreign_scheduler(
 IGNORE_DISRUPTIONS = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def disruptions_count_as_failures(builder: PatchBuilder, job: dict[str, Any]) -> list[str]:
     policy = get_in(job, "spec", "podFailurePolicy")
     restart = get_in(job, "spec", "template", "spec", "restartPolicy")
@@ -80,7 +84,7 @@ def disruptions_count_as_failures(builder: PatchBuilder, job: dict[str, Any]) ->
         and rule.get("action") == "Ignore"
         and any(
             isinstance(cond, dict) and cond.get("type") == "DisruptionTarget"
-            for cond in rule.get("onPodConditions") or ()
+            for cond in _list(rule.get("onPodConditions"))
         )
         for rule in rules
     )

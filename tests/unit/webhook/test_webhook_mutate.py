@@ -331,9 +331,22 @@ def test_pod_link_forms(builder: Builder, expected: str) -> None:
 
 
 def test_pod_without_link_passes_untouched() -> None:
-    mutation, _ = run(pod().label("app", "web").scheduler("volcano"))
+    mutation, _ = run(pod().label("app", "web").scheduler("my-own-scheduler"))
     assert mutation.outcome is Outcome.SKIPPED
     assert (mutation.ops, mutation.warnings) == ([], [])
+
+
+def test_pod_without_link_naming_a_missing_gang_scheduler_goes_to_the_default_one() -> None:
+    # A KAI quickstart pod (queue label, no group): it would stay Pending forever.
+    mutation, out = run(pod().label("kai.scheduler/queue", "research").scheduler("kai-scheduler"))
+    assert mutation.outcome is Outcome.PATCHED
+    assert out["spec"]["schedulerName"] == "default-scheduler"
+    assert gates(out) == []  # not a gang: nothing says how big it would be
+    assert c.POD_GROUP_LABEL not in out["metadata"].get("labels", {})
+    assert "kai-scheduler replaced by default-scheduler" in mutation.warnings[0]
+    assert "scheduled on its own" in mutation.warnings[1]
+    again, _ = run(pod().label("kai.scheduler/queue", "research").scheduler("default-scheduler"))
+    assert again.ops == []
 
 
 def test_pod_with_node_name_is_left_alone_with_a_warning() -> None:
@@ -384,6 +397,22 @@ def test_skip_leaves_the_object_untouched(builder: Builder) -> None:
     mutation, _ = run(builder)
     assert mutation.outcome is Outcome.SKIPPED
     assert mutation.ops == []
+
+
+def test_a_skipped_workload_passes_the_skip_to_templates_that_would_gate_its_pods() -> None:
+    """Pods are admitted without their workload: a linked template would gate them."""
+    builder = job().annotation(c.SKIP, "true").template_label(c.SCHEDULER_PLUGINS_LABEL, "pg")
+    builder.scheduler("scheduler-plugins-scheduler")
+    mutation, out = run(builder)
+    assert mutation.outcome is Outcome.PATCHED
+    template = out["spec"]["template"]
+    assert template["metadata"]["labels"][c.SKIP] == "true"
+    assert gates(template) == []
+    assert template["spec"]["schedulerName"] == "scheduler-plugins-scheduler"  # otherwise untouched
+    assert [op["path"] for op in mutation.ops] == ["/spec/template/metadata/labels/phalanx.io~1skip"]
+    assert "so that its pods are left alone too" in mutation.warnings[0]
+    again, _ = run(builder.template_label(c.SKIP, "true"))
+    assert again.ops == []
 
 
 def test_skip_on_one_template_leaves_only_that_one() -> None:
@@ -531,3 +560,11 @@ def test_mutate_never_changes_its_input() -> None:
 )
 def test_mutation_is_idempotent(builder: Builder) -> None:
     assert_idempotent(builder)
+
+
+def test_a_malformed_pod_failure_policy_is_warned_about_not_an_internal_error() -> None:
+    builder = job()
+    builder.obj["spec"]["podFailurePolicy"] = {"rules": [{"action": "Ignore", "onPodConditions": 5}]}
+    mutation, _ = run(builder)
+    assert mutation.outcome is Outcome.PATCHED
+    assert any("count against its backoffLimit" in w for w in mutation.warnings)
