@@ -45,9 +45,11 @@ def inferred_min_member(members: Iterable[Pod]) -> int | None:
     """What the members themselves say the gang size is (user override, then inferred)."""
     members = list(members)
     for key in (c.MIN_MEMBER_ANNOTATION, c.INFERRED_MIN_MEMBER_ANNOTATION):
-        value = _int(member_annotation(members, key))
-        if value:
-            return value
+        # Members of several owners may disagree (mpi-operator's launcher Job infers 1 for itself):
+        # the largest is the gang's size. Compared as numbers ("10" > "9").
+        values = [v for p in members if (v := _int(p.annotations.get(key))) and v > 0]
+        if values:
+            return max(values)
     sizes = [_int(p.labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL)) for p in members]
     known = [s for s in sizes if s]
     return max(known) if known else None

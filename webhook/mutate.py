@@ -161,6 +161,10 @@ def _mutate_workload(
             return Mutation(Outcome.REJECTED, reason=denial)
         # The lightweight Coscheduling label carries the gang size itself.
         size = declared_min_available(template.labels) or declared_min_available(labels)
+        if size is None and owned_by_workload(meta):
+            # Made by another workload's controller from a template the webhook already sized
+            # for the whole gang (mpi-operator's launcher Job): that size stands.
+            size = _positive(template.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
         if size is None:
             inferred = size = inferred or kind.gang_size(workload)
         mark = len(builder.ops)
@@ -223,6 +227,15 @@ def _skip_workload(kind: WorkloadKind, workload: dict[str, Any]) -> Mutation:
         f"{', '.join(marked)} so that its pods are left alone too"
     )
     return Mutation(Outcome.PATCHED, builder.ops, [warning], reason=reason)
+
+
+def owned_by_workload(meta: Mapping[str, Any]) -> bool:
+    refs = meta.get("ownerReferences")
+    return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True for r in refs)
+
+
+def _positive(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
 
 
 def _pods(count: int) -> str:

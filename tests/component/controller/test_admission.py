@@ -328,3 +328,19 @@ async def test_each_replica_of_a_workload_pod_group_is_a_gang_of_its_own(h: Harn
         assert (group["status"]["phase"] != "Pending") is admitted
     assert not gates_of(h.pod("a-0")) and not gates_of(h.pod("a-1"))
     assert gates_of(h.pod("b-0")) == [c.GATE]  # replica b has 1 of its 2 members
+
+
+async def test_the_gang_size_is_the_largest_its_members_carry(h: Harness) -> None:
+    """mpi-operator's launcher Job may infer 1 for itself; the workers carry the MPIJob's 17.
+    Compared as numbers, not strings ("1" < "17" < "9")."""
+    launcher = {"apiVersion": "batch/v1", "kind": "Job", "name": "pi-launcher", "uid": "launcher-uid"}
+    h.kube.seed(
+        r.PODS,
+        pod("pi-launcher", owner=launcher, min_member=1),
+        pod("pi-worker-0", owner=JOB, min_member=17),
+        pod("pi-worker-1", owner=JOB, min_member=9),
+    )
+    await h.step()
+    group = h.pg()
+    assert group is not None
+    assert group["spec"]["minMember"] == 17

@@ -568,3 +568,18 @@ def test_a_malformed_pod_failure_policy_is_warned_about_not_an_internal_error() 
     mutation, _ = run(builder)
     assert mutation.outcome is Outcome.PATCHED
     assert any("count against its backoffLimit" in w for w in mutation.warnings)
+
+
+def test_a_job_made_by_another_workload_keeps_the_gang_size_of_its_template() -> None:
+    """mpi-operator's launcher Job is a copy of the MPIJob's launcher template, sized for the gang."""
+    launcher = job().parallelism(1).template_annotation(c.INFERRED_MIN_MEMBER_ANNOTATION, "9")
+    launcher.obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": "u", "controller": True}
+    ]
+    _, out = run(launcher)
+    assert annotations_of(template_of(out))[c.INFERRED_MIN_MEMBER_ANNOTATION] == "9"
+
+    # A Job of its own (a copied manifest): its own spec says how big it is.
+    standalone = job().parallelism(1).template_annotation(c.INFERRED_MIN_MEMBER_ANNOTATION, "9")
+    _, out = run(standalone)
+    assert annotations_of(template_of(out))[c.INFERRED_MIN_MEMBER_ANNOTATION] == "1"
