@@ -21,7 +21,7 @@ Whoever grows capacity temporarily (victim search, reservation check) must pass 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from controller.core.capacity import GPU, Capacity, fits_count
 from controller.core.shapes import Shape
@@ -232,17 +232,31 @@ def place(
         found = _place_in_domain(cap, items, topology_attempts)
         if found is not None:
             return found
+    result, failed_at = _fill_in_order(cap, items, range(len(items)))
+    if result is None and failed_at > 0:
+        # Biggest first is greedy: a mixed gang (an 8-GPU worker and a 60-CPU launcher) can fit
+        # only the other way round. One retry, smallest first, before calling it a failure.
+        result, _ = _fill_in_order(cap, items, range(len(items) - 1, -1, -1))
+    if result is None:
+        if memo is not None:
+            memo.record(items, items[0][0] if failed_at == 0 else None, items[failed_at][1])
+        return None
+    return result, None
+
+
+def _fill_in_order(cap: Capacity, items: Items, order: Iterable[int]) -> tuple[list[Assignment] | None, int]:
+    """Fill the items in ``order`` (booked), all or nothing: (one Assignment per item in the
+    items' own order, or None and the index of the item that did not fit)."""
     mark = cap.mark()
-    result: list[Assignment] = []
-    for k, (shape, n) in enumerate(items):
+    result: list[Assignment] = [[] for _ in items]
+    for k in order:
+        shape, n = items[k]
         out, placed = fill(cap, shape, n)
         if placed < n:
             cap.rollback(mark)
-            if memo is not None:
-                memo.record(items, shape if k == 0 else None, n)
-            return None
-        result.append(out)
-    return result, None
+            return None, k
+        result[k] = out
+    return result, -1
 
 
 def place_extra(cap: Capacity, items: Items, domain: tuple[int, int] | None) -> list[Assignment]:

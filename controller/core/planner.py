@@ -115,7 +115,7 @@ class PlanningPass:
         for gang in gangs:
             if parents and gang.key in parents:
                 continue  # a parent PodGroup only groups its children
-            self.st.book_held_above(gang.priority)
+            self.st.book_held_before(gang)
             if gang.parent and gang.parent != gang.key.name:
                 family = (gang.key.namespace, gang.parent)
                 if family in done:
@@ -129,7 +129,7 @@ class PlanningPass:
         return Plan(tuple(decisions))
 
     def decide(self, gang: Gang) -> Decision | None:
-        self.st.book_held_above(gang.priority)
+        self.st.book_held_before(gang)
         return self._gang(gang)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -181,10 +181,10 @@ class PlanningPass:
         return Wait(gang.key, reason, text, timed_out, **extra)
 
     def _is_admitted(self, gang: Gang) -> bool:
-        return (
-            bool(gang.admitted)
-            or gang.admitted_at is not None
-            or any(m.bound and is_live(m) for m in gang.members)
+        """Admitted and still running: new gated members join it one by one. Once no admitted member
+        is alive (a run that ended, failed or was evicted), new members must form the gang whole."""
+        return gang.admitted_at is not None or any(
+            is_live(m) and (m.bound or m.uid in gang.admitted) for m in gang.members
         )
 
     def _parts(self, items: Sequence[tuple[Shape, int]]) -> list[tuple[int, int, str]]:
@@ -309,6 +309,8 @@ class PlanningPass:
             return None  # being preempted in this pass
         if self._is_admitted(gang):
             return self._grow(gang)
+        if gang.admitted and not any(m.gated and is_live(m) for m in gang.members):
+            return None  # its run is over and nothing waits to start: the status tells how it ended
         invalid = invalid_spec(gang)
         if invalid is not None:
             return Reject(gang.key, Reason.INVALID_SPEC, invalid)

@@ -58,6 +58,8 @@ def ever_fits(state: PassState, items: Items) -> tuple[bool, int]:
     Returns (fits, how many pods fit)."""
     total = sum(n for _, n in items)
     placed, _ = _greedy(state.drained(), items, None)
+    if placed < total and len(items) > 1:  # the same retry, smallest first, as `place` makes
+        placed = max(placed, _greedy(state.drained(), items[::-1], None)[0])
     return placed >= total, placed
 
 

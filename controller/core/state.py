@@ -7,8 +7,9 @@ Used room on a node (DESIGN "capacity"):
   namespace), plus bound gang members missing from ``snapshot.pods``;
 - admitted-but-unbound gang members (``Gang.admitted``: reservations; a member already bound or
   nominated is not counted twice; an unpinned one is counted on ``Gang.booked``);
-- ``Gang.held`` rooms of preemptors: booked lazily, only once the pass reaches gangs of lower
-  priority than the holder (the holder itself, and anything of higher or equal priority, may use it).
+- ``Gang.held`` rooms of preemptors: booked lazily, once the pass reaches gangs that come after the
+  holder in the pass order (lower priority, or equal and younger); the holder itself, and gangs
+  ahead of it, may use it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from controller.core.capacity import GPU, Capacity, ResourceIndex, Vector
 from controller.core.config import PlannerConfig
 from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
-from controller.core.ordering import gang_order
+from controller.core.ordering import GangOrder, gang_order
 from controller.core.placement import FitMemo
 from controller.core.shapes import ShapeBook
 
@@ -169,7 +170,7 @@ class PassState:
                 self._take(free, reserved, node_name or gang.booked.get(uid))
         self.min_running_priority = lowest
 
-    def _collect_held(self) -> list[tuple[int, GangKey, list[tuple[int, Vector]]]]:
+    def _collect_held(self) -> list[tuple[GangOrder, GangKey, list[tuple[int, Vector]]]]:
         held = []
         for gang in self.gangs:
             if not gang.held or gang.admitted or gang.admitted_at is not None:
@@ -184,7 +185,7 @@ class PassState:
                 if i is not None:
                     rooms.append((i, self.resources.vector(pod.requests)[0]))
             if rooms:
-                held.append((gang.priority, gang.key, rooms))
+                held.append((gang_order(gang), gang.key, rooms))
         return held
 
     def gang(self, key: GangKey) -> Gang | None:
@@ -192,17 +193,18 @@ class PassState:
             self._gang_by_key = {gang.key: gang for gang in self.gangs}
         return self._gang_by_key.get(key)
 
-    def book_held_above(self, priority: int) -> None:
-        """Book the held rooms of every holder whose priority is above `priority`."""
+    def book_held_before(self, gang: Gang) -> None:
+        """Book the held rooms of every holder ahead of ``gang`` in the pass order."""
         if not self._held:
             return
+        order = gang_order(gang)
         keep = []
-        for holder_priority, key, rooms in self._held:
-            if holder_priority > priority:
+        for holder_order, key, rooms in self._held:
+            if holder_order < order:
                 for i, vec in rooms:
                     self.capacity.book(i, vec)
             else:
-                keep.append((holder_priority, key, rooms))
+                keep.append((holder_order, key, rooms))
         self._held = keep
 
     def drop_held(self, key: GangKey) -> None:

@@ -200,6 +200,37 @@ def test_new_members_are_admitted_one_by_one_as_they_fit() -> None:
     assert d.message == "admitted 2 new members: a 2; 1 more wait for room"
 
 
+def ended_run(phase: str) -> list[PodLike]:
+    """Four members of an earlier run that all ended, still listed in the admission record."""
+    return [replace(pod(f"old-{k}").gpus(4).on("a").phase(phase).build(), group="g") for k in range(4)]
+
+
+def test_after_a_run_ends_new_members_must_form_the_gang_whole() -> None:
+    old = ended_run("Failed")
+    # No admitted member alive: the shell reports admitted_at None.
+    g = (
+        gang("g")
+        .min(4)
+        .members(*old)
+        .gated_members(4, gpus=4, prefix="new")
+        .admitted({f"ns/old-{k}": "a" for k in range(4)}, at=None)
+    )
+    other = pod("other").ns("x").gpus(8).on("a")  # half the room is taken: 2 of 4 fit
+    d = run([node("a").gpus(8), node("b").gpus(8)], [g], [other]).for_gang(G)
+    assert isinstance(d, Wait)
+    assert d.reason is Reason.INSUFFICIENT_CAPACITY  # never 2 of 4 "replacements"
+
+
+def test_a_gang_whose_run_is_over_gets_no_decision() -> None:
+    g = (
+        gang("g")
+        .min(4)
+        .members(*ended_run("Succeeded"))
+        .admitted({f"ns/old-{k}": "a" for k in range(4)}, at=None)
+    )
+    assert run([node("a").gpus(16)], [g]).decisions == ()
+
+
 def test_an_admitted_gang_never_gets_a_wait() -> None:
     # a replacement that does not fit just stays gated: the gang itself stays admitted
     assert run([node("a").gpus(2)], [admitted_gang([pod("new").gpus(1).gated()])]).decisions == ()
@@ -312,3 +343,12 @@ def test_an_invalid_sibling_is_rejected_and_holds_the_family() -> None:
     d = result.for_gang(key("c1"))
     assert isinstance(d, Wait) and d.reason == Reason.WAITING_FOR_PARENT
     assert "c2: invalid" in d.message
+
+
+def test_a_mixed_gang_that_fits_only_smallest_first_is_admitted() -> None:
+    """Biggest first would put the 8-GPU worker on the big-CPU node and leave no room for the
+    60-CPU launcher; the other order fits. Neither "Unschedulable" nor a wait."""
+    g = gang("g").min(2).members(pod("worker").gpus(8).cpu("16").gated(), pod("launcher").cpu("60").gated())
+    d = run([node("a").gpus(8).cpu("64"), node("b").gpus(8).cpu("16")], [g]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert d.placement == {"ns/worker": "b", "ns/launcher": "a"}

@@ -206,6 +206,17 @@ def test_later_gangs_do_not_take_the_room_being_freed() -> None:
     assert isinstance(mid, Wait)
 
 
+def test_a_younger_gang_of_equal_priority_does_not_take_a_held_room() -> None:
+    holder = gang("h").priority(10).created(NOW - 500).gated_members(1, gpus=8).held({"ns/h-0": "a"})
+    younger = gang("q").priority(10).created(NOW - 100).gated_members(1, gpus=4)
+    victim = pod("v").ns("ns").gpus(4).on("a").terminating()  # 4 of the 8 GPUs are free already
+    result = run([node("a").gpus(8)], [holder, younger], [victim])
+    assert result.for_gang(key("h")) == Wait(
+        key("h"), Reason.PREEMPTING, "waiting for 1 preempted pod to terminate"
+    )
+    assert isinstance(result.for_gang(key("q")), Wait)  # behind the holder in the pass order
+
+
 def test_two_preemptors_never_share_victims() -> None:
     nodes = [node("a").gpus(8), node("b").gpus(8)]
     gangs = [
