@@ -67,12 +67,14 @@ def request_gvk(request: Mapping[str, Any]) -> GVK:
 def mutate(request: Mapping[str, Any], config: MutationConfig) -> Mutation:
     """Decide the patch for one AdmissionRequest (the ``request`` member of an AdmissionReview)."""
     operation = text(request.get("operation"))
+    gvk = request_gvk(request)
+    if operation == "UPDATE" and gvk == STATEFULSET and not text(request.get("subResource")):
+        return _keep_parallel(request, config)
     if operation != "CREATE":
         # Gates can only be added at CREATE, and Phalanx changes nothing else.
         return Mutation(Outcome.SKIPPED, reason=f"operation {operation or '?'}")
     if text(request.get("subResource")):
         return Mutation(Outcome.SKIPPED, reason="subresource")
-    gvk = request_gvk(request)
     kind = KINDS.get(gvk)
     if gvk != POD and kind is None:
         return Mutation(Outcome.SKIPPED, reason="kind not handled")
@@ -85,6 +87,20 @@ def mutate(request: Mapping[str, Any], config: MutationConfig) -> Mutation:
     if kind is None:
         return _mutate_pod(body, config)
     return _mutate_workload(gvk, kind, body, config)
+
+
+def _keep_parallel(request: Mapping[str, Any], config: MutationConfig) -> Mutation:
+    """Re-applying a manifest that says OrderedReady to a StatefulSet Phalanx made Parallel would be
+    refused (the field cannot change after creation): keep the value it has."""
+    body, old = request.get("object"), request.get("oldObject")
+    if not isinstance(body, dict) or not isinstance(old, dict):
+        return Mutation(Outcome.SKIPPED, reason="no object")
+    namespace = text(request.get("namespace")) or text(get_in(body, "metadata", "namespace"))
+    if namespace in config.excluded_namespaces:
+        return Mutation(Outcome.SKIPPED, reason="excluded namespace")
+    builder = PatchBuilder(body)
+    warnings = traps.keep_parallel(builder, body, old)
+    return _finish(builder, warnings, None)
 
 
 def _finish(builder: PatchBuilder, warnings: list[str], group: str | None) -> Mutation:

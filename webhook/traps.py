@@ -29,6 +29,20 @@ def ordered_ready(builder: PatchBuilder, statefulset: dict[str, Any]) -> list[st
     ]
 
 
+def keep_parallel(builder: PatchBuilder, statefulset: dict[str, Any], old: dict[str, Any]) -> list[str]:
+    """On UPDATE: the policy cannot change after creation, so a manifest re-applied with the
+    OrderedReady that Phalanx replaced (or without one: the default) keeps Parallel."""
+    was = get_in(old, "spec", "podManagementPolicy")
+    policy = get_in(statefulset, "spec", "podManagementPolicy")
+    if was != PARALLEL or policy == PARALLEL:
+        return []
+    builder.set(("spec", "podManagementPolicy"), PARALLEL)
+    return [
+        f"phalanx: spec.podManagementPolicy kept {PARALLEL} (it was set at creation so pods can wait "
+        f"at gate {GATE}, and cannot change)"
+    ]
+
+
 def active_deadline(workload: dict[str, Any], path: Sequence[str], kind: str) -> list[str]:
     """The deadline runs from the Job's start, including the time its pods wait at the gate."""
     seconds = integer(get_in(workload, *path), 0)

@@ -75,6 +75,20 @@ def test_statefulset_becomes_parallel_and_every_replica_is_gated(
     assert all(gated(p) and p["metadata"]["labels"][GROUP_LABEL] == "ranks" for p in members)
 
 
+def test_a_statefulset_manifest_saying_ordered_ready_can_be_applied_again(
+    cluster: LocalCluster, gang_namespace: str
+) -> None:
+    """The field cannot change after creation: without the UPDATE hook the API server refused the
+    second apply of the very same manifest (server-side and client-side alike)."""
+    manifest = w.statefulset("ordered", replicas=2, podManagementPolicy="OrderedReady")
+    apply(cluster, gang_namespace, manifest)
+    manifest["spec"]["replicas"] = 3  # and a real change with it
+    warnings = apply(cluster, gang_namespace, manifest)
+    assert "kept Parallel" in warnings, warnings
+    stored = cluster.kubectl_json("get", "statefulset", "ordered", "-n", gang_namespace)
+    assert (stored["spec"]["podManagementPolicy"], stored["spec"]["replicas"]) == ("Parallel", 3)
+
+
 def test_mpijob_templates_are_mutated(cluster: LocalCluster, gang_namespace: str) -> None:
     cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "mpijob-crd.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=30s")

@@ -33,12 +33,17 @@ def test_exactly_the_two_webhooks() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_RULES))
 def test_webhook_is_create_only_fail_closed_and_opt_in(name: str) -> None:
+    """CREATE only -- but for StatefulSet UPDATEs, which keep the podManagementPolicy set at creation."""
     hook = _webhooks()[name]
     assert hook["failurePolicy"] == "Fail"
     assert hook["sideEffects"] == "None"
     assert hook["timeoutSeconds"] <= 5
     assert hook["admissionReviewVersions"] == ["v1"]
-    assert {op for rule in hook["rules"] for op in rule["operations"]} == {"CREATE"}
+    operations = {
+        (rule["resources"][0], op) for rule in hook["rules"] for op in rule["operations"] if op != "CREATE"
+    }
+    assert operations == ({("statefulsets", "UPDATE")} if name == "workloads.phalanx.io" else set())
+    assert all("CREATE" in rule["operations"] for rule in hook["rules"])
     assert hook["namespaceSelector"] == {"matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE}}
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": constants.SKIP, "operator": "NotIn", "values": ["true"]}]
