@@ -148,13 +148,19 @@ async def test_schedule_timeout_fails_the_podgroup_and_warns_once(h: Harness) ->
     assert all(not gates_of(h.pod(f"g-{i}")) for i in range(5))
 
 
-async def test_schedule_timeout_with_release_suspends_the_job() -> None:
+def releasing_with_a_blocked_job() -> Harness:
+    """timeout action "release"; the blocked gang's pods belong to the Job "train"."""
     h = Harness(timeout_action="release")
     h.cluster()
     h.kube.seed(
         r.JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS}}
     )
     blocked_gang(h)
+    return h
+
+
+async def test_schedule_timeout_with_release_suspends_the_job() -> None:
+    h = releasing_with_a_blocked_job()
     await h.step()
     h.clock.advance(31)
     await h.step()
@@ -168,12 +174,7 @@ async def test_schedule_timeout_with_release_suspends_the_job() -> None:
 
 
 async def test_release_suspends_the_jobs_and_deletes_the_members_other_owners_recreate() -> None:
-    h = Harness(timeout_action="release")
-    h.cluster()
-    h.kube.seed(
-        r.JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS}}
-    )
-    blocked_gang(h)
+    h = releasing_with_a_blocked_job()
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "ps", "uid": "sts-uid"}
     h.kube.seed(r.PODS, pod("ps-0", owner=sts, annotations=TIMEOUT), pod("chief", owner=None))
     await h.step()
