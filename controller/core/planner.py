@@ -223,8 +223,14 @@ class PlanningPass:
                     shape = items[k][0]
                     drained = self.st.drained()
                     names = self.st.resources.names
-                    r = binding_resource(self.cap, shape, names)
-                    biggest = max((drained[i][r] for i in shape.mask.indices), default=0)
+                    # Name the resource no node has enough of, whatever is busy right now.
+                    largest = {
+                        r: max((drained[i][r] for i in shape.mask.indices), default=0) for r, _ in shape.vec
+                    }
+                    r = next(
+                        (r for r, a in shape.vec if a > largest[r]), binding_resource(self.cap, shape, names)
+                    )
+                    biggest = largest.get(r, 0)
                     why = msg.too_big_for_any_node(
                         parts, msg.requests_text(shape.requests), msg.requests_text([(names[r], biggest)])
                     )

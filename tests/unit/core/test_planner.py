@@ -352,3 +352,12 @@ def test_a_mixed_gang_that_fits_only_smallest_first_is_admitted() -> None:
     d = run([node("a").gpus(8).cpu("64"), node("b").gpus(8).cpu("16")], [g]).for_gang(G)
     assert isinstance(d, Admit)
     assert d.placement == {"ns/worker": "b", "ns/launcher": "a"}
+
+
+def test_too_big_names_the_resource_no_node_has_enough_of_even_when_gpus_are_busy() -> None:
+    busy = [pod(f"b{i}").ns("x").gpus(8).cpu("1").on(f"n{i}") for i in range(2)]
+    g = gang("g").members(pod("w").gpus(8).cpu("100").gated())
+    nodes = [node("n0").gpus(8).cpu("64"), node("n1").gpus(8).cpu("64")]
+    d = run(nodes, [g], busy).for_gang(G)
+    assert isinstance(d, Wait) and d.reason is Reason.UNSCHEDULABLE
+    assert d.message.endswith("(largest node: 64 cpu)")
