@@ -31,6 +31,9 @@ from controller.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 
+WATCHED = [r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES]
+
+
 def planner_config(settings: ControllerSettings) -> PlannerConfig:
     return PlannerConfig(
         default_schedule_timeout=settings.default_schedule_timeout_seconds,
@@ -91,15 +94,38 @@ class Controller:
     def synced(self) -> bool:
         return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
 
-    async def _served_types(self) -> list[ResourceType]:
-        wanted = [r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES]
+    async def _served_types(self, wanted: list[ResourceType]) -> list[ResourceType]:
         served = []
         for rt in wanted:
             if await self.kube.served(rt):
                 served.append(rt)
             else:
-                log.info("resource not served, not watched", extra={"resource": str(rt)})
+                log.info("resource not served, not watched yet", extra={"resource": str(rt)})
         return served
+
+    def _start_informers(self, types: list[ResourceType]) -> list[asyncio.Task[None]]:
+        sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
+        informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
+        self.informers.extend(informers)
+        return [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in informers]
+
+    async def _watch_new_kinds(self, tasks: list[asyncio.Task[None]]) -> None:
+        """A CRD installed after the start (a component added later, or not yet Established when
+        the controller came up) is watched from then on: its PodGroups would be invisible."""
+        while True:
+            await asyncio.sleep(self.settings.resync_seconds)
+            watched = {i.rt for i in self.informers}
+            missing = [rt for rt in WATCHED if rt not in watched]
+            if not missing:
+                continue
+            try:
+                new = await self._served_types(missing)
+            except Exception as err:
+                log.warning("could not check served resources", extra={"error": repr(err)})
+                continue
+            if new:
+                log.info("resource now served, watching it", extra={"resources": [str(t) for t in new]})
+                tasks.extend(self._start_informers(new))
 
     async def run(self, health_host: str | None = None, health_port: int | None = None) -> None:
         runner = web.AppRunner(
@@ -112,10 +138,8 @@ class Controller:
         await site.start()
         tasks: list[asyncio.Task[None]] = []
         try:
-            types = await self._served_types()
-            sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
-            self.informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
-            tasks = [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in self.informers]
+            types = await self._served_types(WATCHED)
+            tasks = self._start_informers(types)
             await asyncio.gather(*(i.synced.wait() for i in self.informers))
             log.info("informers synced", extra={"resources": [str(t) for t in types]})
             if self.settings.leader_election:
@@ -124,6 +148,7 @@ class Controller:
                 self.elector.is_leader.set()
             tasks.append(asyncio.create_task(self.reconciler.run(self.elector.is_leader), name="reconciler"))
             tasks.append(asyncio.create_task(self._resync(), name="resync"))
+            tasks.append(asyncio.create_task(self._watch_new_kinds(tasks), name="new kinds"))
             lost = asyncio.create_task(self.elector.lost.wait())
             done, _ = await asyncio.wait([*tasks, lost], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -136,6 +161,8 @@ class Controller:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            if self.settings.leader_election:
+                await self.elector.release()  # nothing admits any more: hand over at once
             await runner.cleanup()
 
     async def _resync(self) -> None:

@@ -1,14 +1,23 @@
 """Leader election on a coordination.k8s.io Lease, so two replicas never both admit gangs.
 
 As in client-go: acquire when the lease is free or expired, renew every ``renew`` seconds, and
-give up leadership (the process exits, to be restarted as a standby) if renewal fails for longer
-than the lease duration -- by then another replica may have taken over.
+give up leadership (the process exits, to be restarted as a standby) if renewal has not succeeded
+within the renew deadline -- before the lease can expire for the others. Two rules keep that true
+whatever the network and the clocks do:
+
+- every renewal attempt is bounded by the time left until the deadline, so a request that hangs
+  cannot keep a leader believing it still leads;
+- another holder's lease expires ``leaseDurationSeconds`` after this process *saw* it last change
+  (monotonic time), never by comparing the holder's wall clock with ours.
+
+On shutdown the leader releases the lease, so a rollout hands over at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -23,12 +32,6 @@ def _micro(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _parse(value: Any) -> float:
-    if not value:
-        return 0.0
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
-
-
 class LeaderElector:
     def __init__(
         self,
@@ -39,13 +42,25 @@ class LeaderElector:
         clock: Callable[[], float],
         duration: float = 15.0,
         renew: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
-        self.clock, self.duration, self.renew = clock, duration, renew
+        self.clock, self.duration, self.renew = clock, duration, renew  # clock: renewTime only
+        self.monotonic = monotonic
         # Step down well before the lease can expire for the others (client-go: 10 s of 15 s).
         self.renew_deadline = duration * 2 / 3
         self.is_leader = asyncio.Event()
         self.lost = asyncio.Event()
+        self._seen: tuple[object, object] | None = None  # (holder, renewTime) last read
+        self._seen_at = 0.0  # monotonic time it last changed
+
+    def _expired(self, spec: dict[str, Any]) -> bool:
+        """Has another holder's lease gone unrenewed for its duration, as this process saw it?"""
+        record = (spec.get("holderIdentity"), spec.get("renewTime"))
+        now = self.monotonic()
+        if record != self._seen:
+            self._seen, self._seen_at = record, now
+        return now - self._seen_at >= float(spec.get("leaseDurationSeconds") or self.duration)
 
     async def _try(self) -> bool:
         now = self.clock()
@@ -74,10 +89,7 @@ class LeaderElector:
                 raise
         current = lease.get("spec") or {}
         holder = current.get("holderIdentity")
-        expires = _parse(current.get("renewTime")) + float(
-            current.get("leaseDurationSeconds") or self.duration
-        )
-        if holder not in (None, "", self.identity) and expires > now:
+        if holder not in (None, "", self.identity) and not self._expired(current):
             return False
         new_spec = {**current, **spec}
         if holder != self.identity:
@@ -95,19 +107,46 @@ class LeaderElector:
     async def run(self) -> None:
         last_renewed = 0.0
         while True:
+            leading = self.is_leader.is_set()
+            budget = last_renewed + self.renew_deadline - self.monotonic() if leading else self.duration
             try:
-                ok = await self._try()
-            except Exception as err:  # transport errors count as a failed renewal
+                async with asyncio.timeout(max(budget, 0.0)):
+                    ok = await self._try()
+            except Exception as err:  # transport errors and timeouts count as a failed renewal
                 log.warning("lease renewal failed", extra={"error": repr(err)})
                 ok = False
-            now = self.clock()
+            now = self.monotonic()
             if ok:
                 last_renewed = now
-                if not self.is_leader.is_set():
+                if not leading:
                     log.info("became leader", extra={"identity": self.identity})
                     self.is_leader.set()
-            elif self.is_leader.is_set() and now - last_renewed >= self.renew_deadline:
+            elif leading and now - last_renewed >= self.renew_deadline:
                 log.error("lost leadership", extra={"identity": self.identity})
+                self.is_leader.clear()  # stop admitting now, not when the process is gone
                 self.lost.set()
                 return
             await asyncio.sleep(self.renew if self.is_leader.is_set() else self.renew / 2)
+
+    async def release(self, timeout: float = 2.0) -> None:
+        """Give the lease up (holder empty, as client-go's ReleaseOnCancel) so a standby takes over
+        at once. Best effort: on failure the lease simply expires."""
+        if not self.is_leader.is_set():
+            return
+        self.is_leader.clear()
+        try:
+            async with asyncio.timeout(timeout):
+                lease = await self.kube.get(LEASES, self.namespace, self.name)
+                spec = lease.get("spec") or {}
+                if spec.get("holderIdentity") != self.identity:
+                    return
+                lease["spec"] = {
+                    **spec,
+                    "holderIdentity": "",
+                    "leaseDurationSeconds": 1,
+                    "renewTime": _micro(self.clock()),
+                }
+                await self.kube.replace(LEASES, self.namespace, self.name, lease)
+            log.info("released leadership", extra={"identity": self.identity})
+        except Exception as err:
+            log.warning("lease not released", extra={"error": repr(err)})

@@ -154,3 +154,24 @@ async def test_a_gang_seen_while_standby_is_served_after_becoming_leader() -> No
         await asyncio.gather(task, return_exceptions=True)
     assert h.pg() is not None
     assert released(h.kube, "g", 5)
+
+
+async def test_a_podgroup_kind_served_after_the_start_is_watched_from_then_on() -> None:
+    kube = FakeKube()
+    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.seed(r.NODES, node("node-0"), node("node-1"))
+    kube.seed(r.NAMESPACES, namespace())
+    settings = ControllerSettings(
+        leader_election=False, health_bind_address="127.0.0.1", health_port=free_port(), resync_seconds=0.05
+    )
+    ctl = Controller(settings, kube)
+    task = asyncio.create_task(ctl.run())
+    try:
+        await until(lambda: ctl.synced)
+        assert r.PODGROUPS_KAI not in {i.rt for i in ctl.informers}
+        kube.unserved = {r.WORKLOADS}  # the kai-compat component is installed later
+        await until(lambda: r.PODGROUPS_KAI in {i.rt for i in ctl.informers} and ctl.synced)
+        assert not task.done()  # the controller keeps running
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import types
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from controller import leader
 from controller.kube import ApiError
 from controller.leader import LeaderElector
+from controller.records import parse_time
 from controller.resources import LEASES
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import FakeClock
@@ -51,7 +53,7 @@ def kube(clock: FakeClock) -> FakeKube:
 
 
 def elector(kube: Any, clock: FakeClock, identity: str = "me", renew: float = 0.01) -> LeaderElector:
-    return LeaderElector(kube, NS, NAME, identity, clock, duration=15.0, renew=renew)
+    return LeaderElector(kube, NS, NAME, identity, clock, duration=15.0, renew=renew, monotonic=clock)
 
 
 @pytest.fixture
@@ -75,7 +77,7 @@ async def test_keeps_renewing_its_own_lease(kube: FakeKube, clock: FakeClock, ru
     await asyncio.wait_for(running.is_leader.wait(), 2)
     clock.advance(10)
     await asyncio.sleep(0.05)
-    assert leader._parse(spec(kube)["renewTime"]) == clock()
+    assert parse_time(spec(kube)["renewTime"]) == clock()
     assert spec(kube)["leaseTransitions"] == 0
     assert len(kube.writes_to(LEASES, "replace")) >= 1
 
@@ -94,7 +96,10 @@ async def test_takes_over_once_the_other_holders_lease_expires(kube: FakeKube, c
     try:
         await asyncio.sleep(0.05)
         assert not me.is_leader.is_set()
-        clock.advance(10.5)  # renewed 15.5 s ago with a 15 s duration
+        clock.advance(14)  # unchanged for 14 s since this replica first saw it: not yet
+        await asyncio.sleep(0.05)
+        assert not me.is_leader.is_set()
+        clock.advance(1.5)  # 15.5 s without a renewal, as seen from here
         await asyncio.wait_for(me.is_leader.wait(), 2)
     finally:
         task.cancel()
@@ -102,7 +107,68 @@ async def test_takes_over_once_the_other_holders_lease_expires(kube: FakeKube, c
     held = spec(kube)
     assert held["holderIdentity"] == "me"
     assert held["leaseTransitions"] == 4
-    assert leader._parse(held["acquireTime"]) == clock()
+    assert parse_time(held["acquireTime"]) == clock()
+
+
+async def test_a_standby_whose_clock_runs_ahead_does_not_steal_a_healthy_lease(
+    kube: FakeKube, clock: FakeClock
+) -> None:
+    """Expiry is timed here, from when the lease last changed, not from the holder's renewTime."""
+    kube.seed(LEASES, lease("other", clock() - 30))  # "other"'s clock is 30 s behind ours
+    me = elector(kube, clock)
+    assert await me._try() is False
+    clock.advance(5)
+    kube.mutate(LEASES, NS, NAME, lambda o: o["spec"].__setitem__("renewTime", leader._micro(clock() - 30)))
+    assert await me._try() is False  # it was renewed: the 15 s start again
+    clock.advance(14)
+    assert await me._try() is False
+    clock.advance(2)
+    assert await me._try() is True  # 16 s without a renewal
+
+
+async def test_a_released_lease_is_taken_at_once(kube: FakeKube, clock: FakeClock) -> None:
+    old = elector(kube, clock, identity="old")
+    assert await old._try() is True
+    old.is_leader.set()
+    await old.release()
+    assert not old.is_leader.is_set()
+    assert spec(kube)["holderIdentity"] == ""
+    assert await elector(kube, clock, identity="new")._try() is True
+    assert spec(kube)["holderIdentity"] == "new"
+
+
+class Hanging:
+    """A Kube whose lease reads hang (a half-open connection) once ``stuck``."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+        self.stuck = False
+
+    def __getattr__(self, name: str) -> Any:
+        if self.stuck and name == "get":
+
+            async def hang(*_: Any, **__: Any) -> Any:
+                await asyncio.Event().wait()
+
+            return hang
+        return getattr(self.kube, name)
+
+
+async def test_a_renewal_that_hangs_is_cut_off_at_the_renew_deadline(kube: FakeKube) -> None:
+    """Real time, short lease: the leader must stop leading by the deadline, not after the hang."""
+    link = Hanging(kube)
+    me = LeaderElector(link, NS, NAME, "me", time.time, duration=0.6, renew=0.1)  # type: ignore[arg-type]
+    task = asyncio.create_task(me.run())
+    try:
+        await asyncio.wait_for(me.is_leader.wait(), 2)
+        link.stuck = True
+        started = time.monotonic()
+        await asyncio.wait_for(me.lost.wait(), 2)
+        assert not me.is_leader.is_set()
+        assert time.monotonic() - started <= me.renew_deadline + 0.2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_loses_a_race_for_the_lease_on_conflict(kube: FakeKube, clock: FakeClock) -> None:
@@ -160,10 +226,14 @@ async def test_a_partitioned_leader_steps_down_before_another_can_take_over(
         clock.advance(delay)
         await real_sleep(0.005)
 
-    monkeypatch.setattr(leader, "asyncio", types.SimpleNamespace(Event=asyncio.Event, sleep=fake_sleep))
+    monkeypatch.setattr(
+        leader,
+        "asyncio",
+        types.SimpleNamespace(Event=asyncio.Event, sleep=fake_sleep, timeout=asyncio.timeout),
+    )
     link = Partitioned(kube)
-    old = LeaderElector(link, NS, NAME, "old", clock, duration=15.0, renew=5.0)  # type: ignore[arg-type]
-    new = LeaderElector(kube, NS, NAME, "new", clock, duration=15.0, renew=5.0)
+    old = LeaderElector(link, NS, NAME, "old", clock, 15.0, 5.0, monotonic=clock)  # type: ignore[arg-type]
+    new = LeaderElector(kube, NS, NAME, "new", clock, 15.0, 5.0, monotonic=clock)
     start = clock()  # "old" renews at +0 s, then every 5 s, and fails from then on
     task = asyncio.create_task(old.run())
     taken_at: float | None = None
