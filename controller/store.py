@@ -151,10 +151,17 @@ class Store:
         return keys
 
     # ---- pods ------------------------------------------------------------------------------------
+    def _unindex(self, key: GangKey, uid: str) -> None:
+        members = self.pods_by_gang.get(key)
+        if members is not None:
+            members.discard(uid)
+            if not members:  # gangs come and go: keep no empty entries
+                del self.pods_by_gang[key]
+
     def _index_pod(self, pod: Pod) -> GangKey | None:
         old = self.pods.get(pod.uid)
         if old is not None and old.group and old.group != pod.group:
-            self.pods_by_gang[GangKey(old.namespace, old.group)].discard(pod.uid)
+            self._unindex(GangKey(old.namespace, old.group), pod.uid)
         self.pods[pod.uid] = pod
         if pod.group:
             key = GangKey(pod.namespace, pod.group)
@@ -190,7 +197,7 @@ class Store:
             return
         if pod.group:
             key = GangKey(pod.namespace, pod.group)
-            self.pods_by_gang[key].discard(uid)
+            self._unindex(key, uid)
             self._changed(key)
         self._changed(None)
 

@@ -66,7 +66,8 @@ class WorkQueue:
     def add_rate_limited(self, key: Hashable) -> None:
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        self.add_after(key, min(self._base * 2**failures, self._max))
+        # The exponent is capped: 2.0 ** 1024 overflows, and a key can fail that often.
+        self.add_after(key, min(self._base * 2.0 ** min(failures, 60), self._max))
 
     def forget(self, key: Hashable) -> None:
         self._failures.pop(key, None)

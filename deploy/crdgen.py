@@ -81,7 +81,11 @@ STATUS: dict[str, Any] = {
     "properties": {
         "phase": {"type": "string", "enum": PHASES},
         **{count: {**INT32, "minimum": 0} for count in COUNTS},
-        "scheduleStartTime": {**DATE_TIME, "description": "When Phalanx first tried to place the gang."},
+        "scheduleStartTime": {
+            **DATE_TIME,
+            "description": "Start of the gang's current wait (its oldest member's creation, or when it "
+            "lost its admission); schedule timeouts count from here.",
+        },
         "admittedTime": {**DATE_TIME, "description": "When the gang's gates were lifted."},
         "occupiedBy": {"type": "string", "description": "Owner of the pods (Coscheduling compatibility)."},
         "reason": {"type": "string", "description": "Reason of the condition that explains the phase."},

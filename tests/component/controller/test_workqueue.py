@@ -94,3 +94,11 @@ async def test_re_arming_a_timer_keeps_one_per_key(queue: WorkQueue) -> None:
     for _ in range(10):
         queue.add_after("k", 30)
     assert queue.depth == 1
+
+
+async def test_a_key_that_never_stops_failing_stays_at_the_cap(queue: WorkQueue, clock: FakeClock) -> None:
+    """2 ** 1024 overflows a float: a key retried that often must not crash the reconciler."""
+    for _ in range(2000):
+        queue.add_rate_limited("stuck")
+        clock.advance(8.0)
+        assert await due(queue) == {"stuck"}
