@@ -9,6 +9,8 @@ import logging
 import signal
 import sys
 
+from pydantic import ValidationError
+
 from controller.app import Controller
 from controller.config import ControllerSettings
 from controller.kube import KubeClient
@@ -51,7 +53,11 @@ async def _main(settings: ControllerSettings) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = parse_settings(argv)
+    try:
+        settings = parse_settings(argv)
+    except ValidationError as err:  # as the webhook does: a message, not a traceback
+        print(f"phalanx-controller: invalid settings:\n{err}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, json=settings.log_json)
     try:
         asyncio.run(_main(settings))

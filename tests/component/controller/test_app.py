@@ -175,3 +175,12 @@ async def test_a_podgroup_kind_served_after_the_start_is_watched_from_then_on() 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.__main__ import main
+
+    assert main(["--bind-timeout-seconds", "abc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("phalanx-controller: invalid settings:")
+    assert "bind_timeout_seconds" in err
