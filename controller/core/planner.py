@@ -333,13 +333,23 @@ class PlanningPass:
         if gates:
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
         pending = sorted((m for m in live if m.gated and m.uid not in gang.admitted), key=member_order)
+        # Members already handed to the scheduler without our gate (created before the namespace
+        # opted in) count toward minMember but hold no room yet: the proof must include them.
+        loose = sorted(
+            (
+                m
+                for m in live
+                if not m.gated and not m.bound and not m.nominated_node and m.uid not in gang.admitted
+            ),
+            key=member_order,
+        )
         others = len(live) - len(pending)
         required_n = max(0, gang.min_member - others)
         if required_n == 0:
             return self._grow(gang)
         allowed = len(pending) if gang.max_member is None else max(required_n, gang.max_member - others)
         required, extra = pending[:required_n], pending[required_n:allowed]
-        nodes = self._try_place(required, extra)
+        nodes = self._try_place([*loose, *required], extra)
         if nodes is not None:
             self.st.drop_held(gang.key)
             admitted = [p for p in pending if p.uid in nodes]
@@ -347,7 +357,7 @@ class PlanningPass:
                 self._counts(admitted, nodes), gang.placement == Placement.PINNED, self.cfg.message_nodes
             )
             return self._admit_decision(gang, admitted, nodes, text)
-        return self._cannot_fit(gang, required, timed_out)
+        return self._cannot_fit(gang, [*loose, *required], timed_out)
 
     def _cannot_fit(self, gang: Gang, required: Sequence[Pod], timed_out: bool) -> Decision:
         groups = self._groups(required)

@@ -361,3 +361,15 @@ def test_too_big_names_the_resource_no_node_has_enough_of_even_when_gpus_are_bus
     d = run(nodes, [g], busy).for_gang(G)
     assert isinstance(d, Wait) and d.reason is Reason.UNSCHEDULABLE
     assert d.message.endswith("(largest node: 64 cpu)")
+
+
+def test_a_member_released_without_the_gate_needs_room_in_the_proof_too() -> None:
+    """Created before the namespace opted in: ungated, unbound, still a member of minMember 4."""
+    g = gang("g").min(4).gated_members(3, gpus=8).members(pod("g-x").gpus(8))
+    nodes = [node(f"n{i}").gpus(8) for i in range(4)]
+    busy = pod("other").ns("x").gpus(8).on("n3")
+    d = run(nodes, [g], [busy]).for_gang(G)
+    assert isinstance(d, Wait)  # 3 gated pods would fit, but the gang of 4 does not
+    assert d.message == "needs 4 pods × 8 nvidia.com/gpu; best placement fits 3: n0 1, n1 1, n2 1"
+    d = run(nodes, [g]).for_gang(G)
+    assert isinstance(d, Admit) and sorted(d.placement) == ["ns/g-0", "ns/g-1", "ns/g-2"]
