@@ -27,6 +27,8 @@ class GangView:
     members: tuple[Pod, ...]
     # When members were last admitted (None: not admitted): their bind timeout counts from here.
     last_admitted_at: float | None = None
+    # Start of the current wait (status.scheduleStartTime); None before the first member.
+    waiting_since: float | None = None
 
 
 def _int(value: object) -> int | None:
@@ -123,8 +125,9 @@ def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
 ADMITTED_PHASES = frozenset({"Scheduling", "Scheduled", "Running"})
 
 
-def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> float:
-    """When the gang's current wait began (written to ``status.scheduleStartTime``).
+def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> float | None:
+    """When the gang's current wait began (written to ``status.scheduleStartTime``), or None while
+    no member has ever been seen: a PodGroup applied before its workload is not waiting yet.
 
     The members that exist now date it: new pods after a preemption or a rollback start a new wait,
     and a PodGroup applied long before its workload (or reused) does not count. With no members
@@ -138,8 +141,7 @@ def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> fl
         # has not recreated them yet: a new wait begins now, not when the old one did. A gang with
         # no live member is never reported in an admitted phase, so later passes keep this value.
         return float(math.floor(now))
-    stored = records.parse_time(record.status.get("scheduleStartTime"))
-    return record.created if stored is None else stored
+    return records.parse_time(record.status.get("scheduleStartTime"))
 
 
 def view(
@@ -164,6 +166,7 @@ def view(
         admitted_at = None
     first_member = min((p.created for p in members), default=record.created)
     created = min(first_member, record.created) if record.created else first_member
+    waiting_since = _waiting_since(record, members, now)
     gang = Gang(
         key=record.key,
         min_member=_int(record.spec.get("minMember")) or 0,
@@ -171,8 +174,9 @@ def view(
         members=tuple(members),
         priority=priority,
         created=created,
-        waiting_since=_waiting_since(record, members, now),
-        schedule_timeout=_timeout(record, members),
+        waiting_since=waiting_since,
+        # No timeout before the first member: there is nothing to time out yet.
+        schedule_timeout=_timeout(record, members) if waiting_since is not None else None,
         placement=_placement(record, members),
         preemptible=_preemptible(record, members),
         preemption_policy=policy,
@@ -186,7 +190,7 @@ def view(
         held_since=hold.at if hold else None,
     )
     last_admitted = admission.latest if admission is not None and admitted_at is not None else None
-    return GangView(gang, record, tuple(members), last_admitted)
+    return GangView(gang, record, tuple(members), last_admitted, waiting_since)
 
 
 def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView]]:

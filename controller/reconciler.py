@@ -192,10 +192,12 @@ class Reconciler:
             view = views[key]
             timeout = view.gang.schedule_timeout or self.planner.default_schedule_timeout
             if decision.timed_out:
-                if not self.events.seen(view.podgroup, "TimedOut", "timed out"):
+                # Once per wait: a gang that waits again (preempted, recreated) can time out again.
+                episode = f"timed out waiting since {status.iso(view.gang.wait_start)}"
+                if not self.events.seen(view.podgroup, "TimedOut", episode):
                     self.metrics.timeouts.inc()
                     await self.events.emit(
-                        view.podgroup, "TimedOut", decision.message, warning=True, dedupe="timed out"
+                        view.podgroup, "TimedOut", decision.message, warning=True, dedupe=episode
                     )
                     if self.timeout_action == "release":
                         await self.executor.give_up(view, f"not admitted within {timeout:.0f}s")

@@ -95,7 +95,7 @@ def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, 
         **n,
         "reason": reason,
         "message": message,
-        "scheduleStartTime": iso(view.gang.wait_start) if view.gang.wait_start else None,
+        "scheduleStartTime": iso(view.waiting_since) if view.waiting_since is not None else None,
         "conditions": [condition],
     }
     # None is kept on purpose: written as a merge patch, it removes a stale admittedTime.

@@ -77,20 +77,59 @@ async def test_members_stuck_terminating_do_not_rewrite_the_status_every_pass(h:
     assert [w for w in h.writes_since(mark) if w.rt == r.PODGROUPS] == []
 
 
-async def test_a_podgroup_applied_long_before_its_job_times_out_from_the_first_member(h: Harness) -> None:
+async def test_a_podgroup_applied_long_before_its_job_times_out_from_the_first_member() -> None:
+    """No wait before the first member: the controller's own timer passes over an empty PodGroup
+    without timing it out, and the real timeout later is reported and acted on."""
+    h = Harness(timeout_action="release")
+    h.cluster()
+    h.kube.seed(
+        r.JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS}}
+    )
     group = podgroup("g", min_member=4)
     group["spec"]["scheduleTimeoutSeconds"] = 600
     h.kube.seed(r.PODGROUPS, group)
     await h.step()
-    h.clock.advance(3600)
-    h.kube.seed(r.PODS, *gang(4, min_member=4, gpus=4))  # 16 GPUs on 8: waits
+    h.clock.advance(601)
+    await h.step()  # a pass with no member, past created + timeout
+    status = h.pg()["status"]  # type: ignore[index]
+    assert (status["phase"], status["reason"]) == ("Pending", "WaitingForMembers")
+    assert "scheduleStartTime" not in status
+    assert "TimedOut" not in h.event_reasons()
 
+    h.clock.advance(3000)
+    h.kube.seed(r.PODS, *gang(4, min_member=4, gpus=4))  # 16 GPUs on 8: waits
     await h.step()
     status = h.pg()["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Pending", "Unschedulable")
     h.clock.advance(601)
     await h.step()
+    await h.step()
     assert h.pg()["status"]["reason"] == "SchedulingTimeout"  # type: ignore[index]
+    assert h.event_reasons().count("TimedOut") == 1
+    assert h.kube.obj(r.JOBS, NS, "train")["spec"]["suspend"] is True  # type: ignore[index]
+
+
+async def test_each_wait_can_time_out_again(h: Harness) -> None:
+    """A gang whose members are recreated waits anew, and its new wait is reported when it times out."""
+    group = podgroup("g", min_member=4)
+    group["spec"]["scheduleTimeoutSeconds"] = 60
+    h.kube.seed(r.PODGROUPS, group)
+    h.kube.seed(r.PODS, *gang(4, min_member=4, gpus=4))  # never fits on 8 GPUs
+    await h.step()
+    h.clock.advance(61)
+    await h.step()
+    assert h.event_reasons().count("TimedOut") == 1
+
+    for i in range(4):  # the owner recreates its pods: a new wait
+        h.kube.remove(r.PODS, NS, f"g-{i}")
+    h.clock.advance(100)
+    h.kube.seed(r.PODS, *gang(4, min_member=4, gpus=4))
+    await h.step()
+    assert h.pg()["status"]["phase"] == "Pending"  # type: ignore[index]
+    h.clock.advance(61)
+    await h.step()
+    assert h.pg()["status"]["reason"] == "SchedulingTimeout"  # type: ignore[index]
+    assert h.event_reasons().count("TimedOut") == 2
 
 
 async def test_a_late_podgroup_event_does_not_undo_an_admission(h: Harness) -> None:
