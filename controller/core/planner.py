@@ -182,10 +182,12 @@ class PlanningPass:
 
     def _is_admitted(self, gang: Gang) -> bool:
         """Admitted and still running: new gated members join it one by one. Once no admitted member
-        is alive (a run that ended, failed or was evicted), new members must form the gang whole."""
-        return gang.admitted_at is not None or any(
-            is_live(m) and (m.bound or m.uid in gang.admitted) for m in gang.members
-        )
+        is alive (a run that ended, failed or was evicted), new members must form the gang whole.
+        A gang Phalanx never admitted counts as running only with minMember members bound (it ran
+        before its namespace opted in); one ungated pod that got bound does not make a gang."""
+        if gang.admitted_at is not None or any(is_live(m) and m.uid in gang.admitted for m in gang.members):
+            return True
+        return sum(1 for m in gang.members if is_live(m) and m.bound) >= max(gang.min_member, 1)
 
     def _parts(self, items: Sequence[tuple[Shape, int]]) -> list[tuple[int, int, str]]:
         names = self.st.resources.names

@@ -373,3 +373,15 @@ def test_a_member_released_without_the_gate_needs_room_in_the_proof_too() -> Non
     assert d.message == "needs 4 pods × 8 nvidia.com/gpu; best placement fits 3: n0 1, n1 1, n2 1"
     d = run(nodes, [g]).for_gang(G)
     assert isinstance(d, Admit) and sorted(d.placement) == ["ns/g-0", "ns/g-1", "ns/g-2"]
+
+
+def test_an_ungated_member_that_got_bound_does_not_make_the_gang_admitted() -> None:
+    """The scheduler binds an ungated member whenever it fits; the gated rest must still start
+    together, never one by one as if the gang were running."""
+    g = gang("g").min(4).gated_members(3, gpus=8).members(pod("g-x").gpus(8).on("n3"))
+    nodes = [node(f"n{i}").gpus(8) for i in range(4)]
+    busy = [pod("o1").ns("x").gpus(8).on("n1"), pod("o2").ns("x").gpus(8).on("n2")]
+    d = run(nodes, [g], busy).for_gang(G)
+    assert isinstance(d, Wait) and d.reason is Reason.INSUFFICIENT_CAPACITY
+    d = run(nodes, [g]).for_gang(G)  # room for all three: admitted together
+    assert isinstance(d, Admit) and sorted(d.placement) == ["ns/g-0", "ns/g-1", "ns/g-2"]
