@@ -6,6 +6,7 @@ the precedence below is defined exactly once.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -22,6 +23,9 @@ class GroupLink:
     min_available: int | None = None
 
 
+LABEL_VALUE_MAX = 63
+
+
 def workload_group_name(workload: str, pod_group: str, replica_key: str = "") -> str:
     """The PodGroup Phalanx keeps for one podGroup of a native Workload (1.35 ``spec.workloadRef``).
 
@@ -29,7 +33,14 @@ def workload_group_name(workload: str, pod_group: str, replica_key: str = "") ->
     every replica separately.
     """
     name = f"{workload}-{pod_group}"
-    return f"{name}-{replica_key}" if replica_key else name
+    if replica_key:
+        name = f"{name}-{replica_key}"
+    if len(name) <= LABEL_VALUE_MAX:
+        return name
+    # The name is also a label value (at most 63 characters): keep a readable prefix and make it
+    # unique with a digest of the whole.
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[: LABEL_VALUE_MAX - len(digest) - 1].rstrip('-._')}-{digest}"
 
 
 def workload_ref(spec: Mapping[str, object] | None) -> tuple[str, str, str] | None:

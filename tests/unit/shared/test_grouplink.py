@@ -1,0 +1,31 @@
+"""Group names Phalanx derives must be valid label values (they become phalanx.io/pod-group)."""
+
+from __future__ import annotations
+
+import re
+
+from shared.grouplink import resolve, workload_group_name
+
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def test_short_workload_group_names_read_as_they_are() -> None:
+    assert workload_group_name("train", "workers") == "train-workers"
+    assert workload_group_name("train", "workers", "r1") == "train-workers-r1"
+
+
+def test_long_workload_group_names_are_shortened_to_a_unique_valid_label_value() -> None:
+    a = workload_group_name("llama-pretrain-70b-run42", "workers-node-pool", "jobset-replica-000012")
+    b = workload_group_name("llama-pretrain-70b-run42", "workers-node-pool", "jobset-replica-000013")
+    assert a != b
+    for name in (a, b):
+        assert len(name) <= 63 and LABEL_VALUE.match(name), name
+        assert name.startswith("llama-pretrain-70b-run42-workers-node-pool-")
+    assert a == workload_group_name("llama-pretrain-70b-run42", "workers-node-pool", "jobset-replica-000012")
+
+
+def test_pods_of_a_long_named_replica_resolve_to_the_shortened_name() -> None:
+    ref = {"name": "w" * 40, "podGroup": "g" * 20, "podGroupReplicaKey": "k" * 10}
+    link = resolve({}, {}, {"workloadRef": ref})
+    assert link is not None and link.name == workload_group_name("w" * 40, "g" * 20, "k" * 10)
+    assert len(link.name) <= 63
