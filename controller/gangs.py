@@ -129,13 +129,17 @@ def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> fl
     """When the gang's current wait began (written to ``status.scheduleStartTime``), or None while
     no member has ever been seen: a PodGroup applied before its workload is not waiting yet.
 
-    The members that exist now date it: new pods after a preemption or a rollback start a new wait,
-    and a PodGroup applied long before its workload (or reused) does not count. With no members
-    the stored value stands, so a gang whose Job was suspended on timeout stays timed out.
+    The members waiting to be placed date it: new pods after a preemption or a rollback start a new
+    wait, a replacement beside members that still run waits from its own creation, and a PodGroup
+    applied long before its workload (or reused) does not count. With no members the stored value
+    stands, so a gang whose Job was suspended on timeout stays timed out.
     """
-    live = [p.created for p in members if is_live(p)]
+    live = [p for p in members if is_live(p)]
+    waiting = [p.created for p in live if not p.bound]
+    if waiting:
+        return min(waiting)
     if live:
-        return min(live)
+        return min(p.created for p in live)  # all placed: nothing waits
     if record.status.get("phase") in ADMITTED_PHASES and not any(p.finished for p in members):
         # It has just lost its admission (its members were evicted or rolled back) and its owner
         # has not recreated them yet: a new wait begins now, not when the old one did. A gang with

@@ -171,6 +171,8 @@ class PlanningPass:
         )
 
     def _timed_out(self, gang: Gang) -> bool:
+        if not gang.members and gang.waiting_since is None:
+            return False  # no member has ever been seen: nothing waits yet
         timeout = self._timeout(gang)
         return timeout is not None and self.now > gang.wait_start + timeout
 

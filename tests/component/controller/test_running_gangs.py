@@ -8,6 +8,7 @@ every pass, and a PodGroup applied long before its workload timed the workload o
 from __future__ import annotations
 
 from controller import resources as r
+from controller.core.config import PlannerConfig
 from tests.component.controller.harness import NS, Harness, bind, gang, gates_of, pod, podgroup
 
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "sts-uid"}
@@ -159,3 +160,46 @@ async def test_a_late_podgroup_event_does_not_undo_an_admission(h: Harness) -> N
     await h.reconcile()
     await h.reconcile()
     assert all(gates_of(h.kube.obj(r.PODS, NS, f"other-{i}")) for i in range(5))
+
+
+async def test_a_gang_that_ran_before_its_namespace_opted_in_is_not_timed_out_when_it_loses_a_member() -> (
+    None
+):
+    """No admission record, all members bound long ago: a gated replacement waits from its own
+    creation, and the running members are never given up on."""
+    h = Harness(timeout_action="release")
+    h.cluster()
+    group = podgroup("g", min_member=4)
+    group["spec"]["scheduleTimeoutSeconds"] = 600
+    h.kube.seed(r.PODGROUPS, group)
+    running = [pod(f"g-{i}", min_member=4, owner=STS, gates=(), node_name=f"node-{i // 2}") for i in range(4)]
+    for p in running:
+        p["status"] = {"phase": "Running"}
+    blockers = [
+        pod(f"other-{n}", group=None, owner=None, gates=(), gpus=gpus, node_name=f"node-{n}", phase="Running")
+        for n, gpus in ((0, 2), (1, 3))
+    ]
+    h.kube.seed(r.PODS, *running[:3], *blockers)  # g-3 was drained; its room was taken
+    h.clock.advance(3600)
+    h.kube.seed(r.PODS, pod("g-3", min_member=4, owner=STS))  # the replacement, gated
+    await h.step()
+    h.clock.advance(300)
+    await h.step()
+
+    status = h.pg()["status"]  # type: ignore[index]
+    assert status["reason"] != "SchedulingTimeout", status
+    assert "TimedOut" not in h.event_reasons() and "GaveUp" not in h.event_reasons()
+    h.kube.remove(r.PODS, NS, "other-1")  # room returns: the replacement joins
+    await h.step()
+    assert not gates_of(h.pod("g-3"))
+
+
+async def test_an_empty_podgroup_does_not_time_out_under_a_default_timeout() -> None:
+    h = Harness(planner=PlannerConfig(default_schedule_timeout=600, starvation_age_seconds=None))
+    h.cluster()
+    h.kube.seed(r.PODGROUPS, podgroup("g", min_member=4))
+    await h.step()
+    h.clock.advance(3600)
+    await h.step()
+    assert h.pg()["status"]["reason"] == "WaitingForMembers"  # type: ignore[index]
+    assert "TimedOut" not in h.event_reasons()
