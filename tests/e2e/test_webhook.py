@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import NodePool
 from tests.e2e import workloads as w
 from tests.e2e.kube import GROUP_LABEL, apply, bound, gated, pods
 from tests.e2e.waiting import eventually, stays
@@ -129,8 +130,14 @@ def test_mpijob_templates_are_mutated(cluster: LocalCluster, gang_namespace: str
         ({}, {"scheduling.run.ai/pod-group": "pg-d"}, {}, "pg-d"),
         ({}, {"scheduling.k8s.io/group-name": "pg-e"}, {}, "pg-e"),
         ({}, {}, {"workloadRef": {"name": "train", "podGroup": "workers"}}, "train-workers"),
+        (
+            {},
+            {},
+            {"workloadRef": {"name": "train", "podGroup": "workers", "podGroupReplicaKey": "r1"}},
+            "train-workers-r1",
+        ),
     ],
-    ids=["coscheduling-name", "scheduler-plugins", "acs", "kai", "volcano", "workloadRef"],
+    ids=["coscheduling-name", "scheduler-plugins", "acs", "kai", "volcano", "workloadRef", "replica-key"],
 )
 def test_every_group_link_form_is_gated_and_normalised(
     cluster: LocalCluster,
@@ -162,6 +169,46 @@ def test_pods_without_a_link_and_skipped_objects_are_left_alone(
         what="2 pods of the skipped Job",
     )
     assert not any(gated(p) for p in members)
+
+
+def test_a_skipped_job_whose_template_names_a_group_runs_ungated(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    manifest = w.job(
+        "skipped",
+        parallelism=2,
+        annotations={"phalanx.io/skip": "true"},
+        template_labels={"scheduling.x-k8s.io/pod-group": "pg"},
+    )
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    warnings = apply(cluster, gang_namespace, manifest)
+    assert "so that its pods are left alone too" in warnings, warnings
+    eventually(
+        lambda: (
+            (found := pods(cluster, gang_namespace, "job-name=skipped"))
+            and len(found) == 2
+            and all(bound(p) and not gated(p) for p in found)
+        ),
+        30,
+        what="both pods of the skipped Job bound, never gated",
+    )
+
+
+def test_a_pod_without_a_group_naming_a_missing_gang_scheduler_runs_on_the_default_one(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    manifest = w.pod("kai-quickstart", labels={"kai.scheduler/queue": "research"}, nodeSelector=pool.selector)
+    manifest["spec"]["schedulerName"] = "kai-scheduler"
+    warnings = apply(cluster, gang_namespace, manifest)
+    assert "kai-scheduler replaced by default-scheduler" in warnings, warnings
+    stored = eventually(
+        lambda: bound(p := cluster.kubectl_json("get", "pod", "kai-quickstart", "-n", gang_namespace)) and p,
+        30,
+        what="the pod bound by the default scheduler",
+    )
+    assert stored["spec"]["schedulerName"] == "default-scheduler" and not gated(stored)
 
 
 def test_foreign_gang_scheduler_is_rewritten_with_a_warning(
