@@ -37,7 +37,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from tests.component.webhook.tls_helpers import self_signed, write_pair
+from tests.component.webhook.tls_helpers import serving_bundle, write_pair
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
@@ -245,10 +245,10 @@ def payloads(extra: bool = False) -> dict[str, list[bytes]]:
 
 
 def write_cert(directory: Path) -> bytes:
-    """A throwaway self-signed serving certificate (its own CA) written as tls.crt / tls.key."""
-    cert_pem, key_pem = self_signed()
-    write_pair(directory, cert_pem, key_pem)
-    return cert_pem
+    """A throwaway serving certificate written as tls.crt / tls.key; returns the CA to trust."""
+    bundle = serving_bundle()
+    write_pair(directory, bundle)
+    return bundle.ca_crt
 
 
 def free_port() -> int:

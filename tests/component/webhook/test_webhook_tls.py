@@ -16,10 +16,11 @@ import aiohttp
 import orjson
 import pytest
 
+from certs.bundle import CertBundle
 from webhook.config import WebhookSettings
 from webhook.server import WebhookServer
 
-from .tls_helpers import der, self_signed, write_pair
+from .tls_helpers import der, serving_bundle, write_pair
 
 REVIEW = {
     "apiVersion": "admission.k8s.io/v1",
@@ -64,17 +65,18 @@ def settings_for(cert_dir: Path) -> WebhookSettings:
 
 
 @pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[tuple[WebhookServer, bytes]]:
-    cert, key = self_signed()
-    write_pair(tmp_path, cert, key)
+async def server(tmp_path: Path) -> AsyncIterator[tuple[WebhookServer, CertBundle]]:
+    bundle = serving_bundle()
+    write_pair(tmp_path, bundle)
     webhook = WebhookServer(settings_for(tmp_path))
     await webhook.start()
-    yield webhook, cert
+    yield webhook, bundle
     await webhook.stop()
 
 
-async def test_admission_over_tls_and_never_plaintext(server: tuple[WebhookServer, bytes]) -> None:
-    webhook, cert = server
+async def test_admission_over_tls_and_never_plaintext(server: tuple[WebhookServer, CertBundle]) -> None:
+    webhook, bundle = server
+    cert = bundle.ca_crt
     port = webhook.admission_port
     async with aiohttp.ClientSession() as session:
         url = f"https://localhost:{port}/mutate"
@@ -95,15 +97,15 @@ async def test_admission_over_tls_and_never_plaintext(server: tuple[WebhookServe
 
 
 async def test_new_certificate_is_served_after_reload(
-    tmp_path: Path, server: tuple[WebhookServer, bytes]
+    tmp_path: Path, server: tuple[WebhookServer, CertBundle]
 ) -> None:
-    webhook, old_cert = server
-    new_cert, new_key = self_signed("rotated")
-    context = client_context(old_cert, new_cert)
-    assert await served_cert(webhook.admission_port, context) == der(old_cert)
-    write_pair(tmp_path, new_cert, new_key)
+    webhook, old = server
+    new = serving_bundle()
+    context = client_context(old.ca_crt, new.ca_crt)
+    assert await served_cert(webhook.admission_port, context) == der(old.tls_crt)
+    write_pair(tmp_path, new)
     deadline = time.monotonic() + 5
-    while await served_cert(webhook.admission_port, context) != der(new_cert):
+    while await served_cert(webhook.admission_port, context) != der(new.tls_crt):
         assert time.monotonic() < deadline, "new certificate not served"
         await asyncio.sleep(0.05)
     ok = webhook.metrics.registry.get_sample_value(
@@ -113,13 +115,14 @@ async def test_new_certificate_is_served_after_reload(
     # A client that trusts only the new certificate now gets through.
     async with aiohttp.ClientSession() as session:
         url = f"https://localhost:{webhook.admission_port}/mutate"
-        async with session.post(url, data=orjson.dumps(REVIEW), ssl=client_context(new_cert)) as resp:
+        async with session.post(url, data=orjson.dumps(REVIEW), ssl=client_context(new.ca_crt)) as resp:
             assert resp.status == 200
 
 
 async def test_stop_serves_through_the_delay_then_refuses(tmp_path: Path) -> None:
-    cert, key = self_signed()
-    write_pair(tmp_path, cert, key)
+    bundle = serving_bundle()
+    write_pair(tmp_path, bundle)
+    cert = bundle.ca_crt
     webhook = WebhookServer(settings_for(tmp_path).model_copy(update={"shutdown_delay_seconds": 0.5}))
     await webhook.start()
     body = orjson.dumps(REVIEW)
@@ -158,8 +161,7 @@ async def test_not_ready_until_a_certificate_appears(tmp_path: Path) -> None:
             readyz = f"http://127.0.0.1:{webhook.health_port}/readyz"
             async with session.get(readyz) as resp:
                 assert resp.status == 503
-            cert, key = self_signed()
-            write_pair(tmp_path, cert, key)
+            write_pair(tmp_path, serving_bundle())
             deadline = time.monotonic() + 5
             while not webhook.ready():
                 assert time.monotonic() < deadline
@@ -172,8 +174,9 @@ async def test_not_ready_until_a_certificate_appears(tmp_path: Path) -> None:
 
 
 def test_process_serves_and_exits_0_on_sigterm(tmp_path: Path) -> None:
-    cert, key = self_signed()
-    write_pair(tmp_path, cert, key)
+    bundle = serving_bundle()
+    write_pair(tmp_path, bundle)
+    cert = bundle.ca_crt
     args = ["--bind-address", "127.0.0.1", "--port", "0", "--health-port", "0", "--cert-dir", str(tmp_path)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "webhook", *args],
