@@ -14,7 +14,7 @@ from tests.conftest import NodePool
 from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, podgroup, pods, set_pod_quota
 from tests.e2e.waiting import eventually, stays
-from tests.localcluster import LocalCluster
+from tests.localcluster import LocalCluster, procs
 from tests.localcluster.phalanx import Phalanx
 
 
@@ -242,7 +242,7 @@ def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
-    standby = phalanx.spawn_controller(18082, log_name="controller-standby")
+    standby = phalanx.spawn_controller(procs.free_port(), log_name="controller-standby")
     try:
         apply(cluster, gang_namespace, pooled_job("led", 4, pool))
         eventually(

@@ -23,7 +23,8 @@ from typing import IO, Any
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 
-WEBHOOK_PORT = 9443  # fixed by deploy/local's clientConfig.url
+# deploy/local registers the webhook at this URL; the launcher rewrites the port it actually uses.
+LOCAL_WEBHOOK_URL = "https://127.0.0.1:9443/mutate"
 NAMESPACE = "phalanx-system"
 
 
@@ -33,8 +34,10 @@ def _log(message: str) -> None:
 
 @dataclass
 class PhalanxOptions:
-    webhook_health_port: int = 18080
-    controller_health_port: int = 18081
+    # Free loopback ports by default, so that clusters of several checkouts can run side by side.
+    webhook_port: int = field(default_factory=procs.free_port)
+    webhook_health_port: int = field(default_factory=procs.free_port)
+    controller_health_port: int = field(default_factory=procs.free_port)
     # Short timeouts keep e2e tests quick; production defaults are in controller/config.py.
     controller_env: dict[str, str] = field(
         default_factory=lambda: {
@@ -60,7 +63,11 @@ class Phalanx:
     def install(self) -> None:
         """CRDs, namespace, ServiceAccounts, RBAC and the webhook configuration from deploy/local."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.cluster.kubectl("apply", "--server-side", "-k", str(REPO / "deploy" / "local"), timeout=120)
+        rendered = self.cluster.kubectl("kustomize", str(REPO / "deploy" / "local")).stdout
+        url = f"https://127.0.0.1:{self.options.webhook_port}/mutate"
+        self.cluster.kubectl(
+            "apply", "--server-side", "-f", "-", input=rendered.replace(LOCAL_WEBHOOK_URL, url), timeout=120
+        )
         for crd in ("podgroups.scheduling.sigs.k8s.io",):
             self.cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
         self._python("-m", "certs", "generate", "--out", str(self.cert_dir), "--ip", "127.0.0.1")
@@ -104,7 +111,7 @@ class Phalanx:
                 "--bind-address",
                 "127.0.0.1",
                 "--port",
-                str(WEBHOOK_PORT),
+                str(self.options.webhook_port),
                 "--health-port",
                 str(self.options.webhook_health_port),
                 "--cert-dir",
@@ -251,7 +258,7 @@ class Phalanx:
         self.start_controller()
         _log(
             f"Phalanx running in {time.monotonic() - t0:.1f}s "
-            f"(webhook https://127.0.0.1:{WEBHOOK_PORT}, logs {self.dir})"
+            f"(webhook https://127.0.0.1:{self.options.webhook_port}, logs {self.dir})"
         )
         return self
 

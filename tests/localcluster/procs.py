@@ -6,10 +6,19 @@ import contextlib
 import ipaddress
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
 _LISTEN = "0A"
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now (so several local clusters can run side by side)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def read_pids(pid_dir: Path) -> dict[str, int]:
