@@ -242,13 +242,14 @@ def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
-    standby = phalanx.spawn_controller(procs.free_port(), log_name="controller-standby")
+    standby_port = procs.free_port()
+    standby = phalanx.spawn_controller(standby_port, log_name="controller-standby")
     try:
         apply(cluster, gang_namespace, pooled_job("led", 4, pool))
         eventually(
             lambda: count_bound(cluster, gang_namespace, "led") == 4, 30, what="admitted by the leader"
         )
-        assert admissions(phalanx.metrics(port=18082)) == 0  # the standby wrote nothing
+        assert admissions(phalanx.metrics(port=standby_port)) == 0  # the standby wrote nothing
         lease = cluster.kubectl_json("get", "lease", "phalanx-controller", "-n", "phalanx-system")
         leader = lease["spec"]["holderIdentity"]
 
@@ -257,7 +258,7 @@ def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
         eventually(
             lambda: count_bound(cluster, gang_namespace, "after") == 4, 40, what="the standby took over"
         )
-        assert admissions(phalanx.metrics(port=18082)) >= 1
+        assert admissions(phalanx.metrics(port=standby_port)) >= 1
         lease = cluster.kubectl_json("get", "lease", "phalanx-controller", "-n", "phalanx-system")
         assert lease["spec"]["holderIdentity"] != leader
     finally:
