@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller import admission_record
+from controller import admission_record, records
 from controller.admission_record import AdmissionRecord
 from controller.core.model import GangKey, Pod, Preempt
 from controller.events import EventRecorder
@@ -86,9 +86,15 @@ class Executor:
         async def lift(pod: Pod) -> None:
             spec: dict[str, object] = {"schedulingGates": [{"$patch": "delete", "name": c.GATE}]}
             node = placement.get(pod.uid)
-            # A gated pod's nodeSelector may only be tightened: never overwrite an existing pin.
-            if node and c.HOSTNAME_LABEL not in pod.node_selector:
-                spec["nodeSelector"] = {c.HOSTNAME_LABEL: node}
+            if node:
+                # Pinned by node name, in the patch that lifts the gate (nodeSelectorTerms is an
+                # atomic list: the pod's own terms go back unchanged, each with the pin added).
+                terms = records.pinned_node_terms(pod, node)
+                spec["affinity"] = {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+                    }
+                }
             await self.kube.patch(PODS, pod.namespace, pod.name, {"spec": spec}, patch_type="strategic")
             done_at.append(time.perf_counter())
 

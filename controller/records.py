@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from controller.core.model import Node, OwnerRef, Pod, Requirement, Taint, Toleration
+from controller.core.model import NODE_NAME_FIELD, Node, OwnerRef, Pod, Requirement, Taint, Toleration
 from controller.core.requests import effective_requests
 from shared import constants as c
 from shared import grouplink
@@ -70,12 +70,44 @@ def _requirements(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
         if isinstance(expr, Mapping):
             values = tuple(str(v) for v in _list(expr.get("values")))
             reqs.append(Requirement(str(expr.get("key", "")), str(expr.get("operator", "")), values))
-    # matchFields supports only metadata.name; model it as the hostname label.
+    # matchFields: node fields, of which the API allows only metadata.name (the node's name,
+    # which need not equal its kubernetes.io/hostname label).
     for expr in _list(term.get("matchFields")):
-        if isinstance(expr, Mapping) and expr.get("key") == "metadata.name":
+        if isinstance(expr, Mapping):
             values = tuple(str(v) for v in _list(expr.get("values")))
-            reqs.append(Requirement(c.HOSTNAME_LABEL, str(expr.get("operator", "")), values))
+            key, operator = str(expr.get("key", "")), str(expr.get("operator", ""))
+            reqs.append(Requirement(key, operator, values, field=True))
     return tuple(reqs)
+
+
+def _requirement_json(req: Requirement) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": req.key, "operator": req.operator}
+    if req.values:
+        out["values"] = list(req.values)
+    return out
+
+
+def pinned_node_terms(pod: Pod, node: str) -> list[dict[str, Any]]:
+    """The pod's required node-selector terms with a pin to ``node`` (by name) added to each.
+
+    A gated pod's required node affinity may only be tightened (requirements added, none changed),
+    so the pod's own terms are written back as they are, each with ``metadata.name In [node]``
+    appended to its ``matchFields``; a pod without terms gets that one requirement. Pinning by name
+    is what the DaemonSet controller does: the ``kubernetes.io/hostname`` label need not equal it.
+    """
+    pin = {"key": NODE_NAME_FIELD, "operator": "In", "values": [node]}
+    if not pod.required_affinity:
+        return [{"matchFields": [pin]}]
+    terms = []
+    for term in pod.required_affinity:
+        out: dict[str, Any] = {}
+        expressions = [_requirement_json(r) for r in term if not r.field]
+        fields = [_requirement_json(r) for r in term if r.field]
+        if expressions:
+            out["matchExpressions"] = expressions
+        out["matchFields"] = [*fields, pin]
+        terms.append(out)
+    return terms
 
 
 def _unmodelled(affinity: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:

@@ -79,6 +79,11 @@ class NodePool:
         self.name = name
         self.nodes: list[str] = []
 
+    @staticmethod
+    def hostname(node: str) -> str:
+        """The node's ``kubernetes.io/hostname`` label, deliberately not its name."""
+        return f"host-{node}"
+
     @property
     def selector(self) -> dict[str, str]:
         return {self.LABEL: self.name}
@@ -88,7 +93,8 @@ class NodePool:
         manifests = node_manifests(FleetSpec(gpu_nodes=count, gpus_per_node=gpus, cpu_nodes=0))
         for i, node in enumerate(manifests):
             node["metadata"]["name"] = name = f"{self.name}-{start + i}"
-            node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+            # As on most clouds, the hostname label differs from the node's name.
+            node["metadata"]["labels"]["kubernetes.io/hostname"] = self.hostname(name)
             node["metadata"]["labels"][self.LABEL] = self.name
             self.nodes.append(name)
         self.cluster.apply_objects(manifests)

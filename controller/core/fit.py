@@ -5,9 +5,10 @@ k8s.io/apimachinery labels):
 
 - nodeSelector: every key=value must be a node label.
 - Required node affinity: terms are ORed, the requirements of a term ANDed; an empty term matches
-  nothing. In / NotIn (NotIn also matches when the label is missing) / Exists / DoesNotExist /
-  Gt / Lt (label and the single value parsed as base-10 int64 like Go's strconv.ParseInt; a value
-  that does not parse makes the requirement, hence its term, not match).
+  nothing. ``matchFields`` requirements match the node's name (``metadata.name``, the only field).
+  In / NotIn (NotIn also matches when the label is missing) / Exists / DoesNotExist / Gt / Lt
+  (label and the single value parsed as base-10 int64 like Go's strconv.ParseInt; a value that
+  does not parse makes the requirement, hence its term, not match).
 - Taints: every NoSchedule and NoExecute taint must be tolerated (PreferNoSchedule is ignored).
   A toleration with an empty effect matches every effect, an empty key (with Exists) every key;
   Equal (or no operator) compares values, Exists ignores them, Gt/Lt compare canonical integers.
@@ -24,7 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.core import messages as msg
-from controller.core.model import Node, NodeSelectorTerm, Pod, Requirement, Taint, Toleration
+from controller.core.model import (
+    NODE_NAME_FIELD,
+    Node,
+    NodeSelectorTerm,
+    Pod,
+    Requirement,
+    Taint,
+    Toleration,
+)
 
 SCHEDULING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
@@ -48,9 +57,13 @@ def _parse_canonical_int64(text: str) -> int | None:
     return parse_int64(text)
 
 
-def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
+def requirement_matches(req: Requirement, labels: Mapping[str, str], node_name: str = "") -> bool:
+    """One requirement against a node's labels (or, for ``matchFields``, its name)."""
     op = req.operator
-    value = labels.get(req.key)
+    if req.field:
+        value: str | None = node_name if req.key == NODE_NAME_FIELD else None
+    else:
+        value = labels.get(req.key)
     if op == "In":
         return value is not None and value in req.values
     if op == "NotIn":
@@ -70,12 +83,14 @@ def requirement_matches(req: Requirement, labels: Mapping[str, str]) -> bool:
     return False  # an unknown operator makes the term invalid: it matches nothing
 
 
-def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str]) -> bool:
-    return bool(term) and all(requirement_matches(req, labels) for req in term)
+def term_matches(term: NodeSelectorTerm, labels: Mapping[str, str], node_name: str = "") -> bool:
+    return bool(term) and all(requirement_matches(req, labels, node_name) for req in term)
 
 
-def affinity_matches(terms: Sequence[NodeSelectorTerm], labels: Mapping[str, str]) -> bool:
-    return not terms or any(term_matches(term, labels) for term in terms)
+def affinity_matches(
+    terms: Sequence[NodeSelectorTerm], labels: Mapping[str, str], node_name: str = ""
+) -> bool:
+    return not terms or any(term_matches(term, labels, node_name) for term in terms)
 
 
 def selector_matches(
@@ -132,14 +147,19 @@ class Constraints:
 
     def label_keys(self) -> tuple[str, ...]:
         keys = {key for key, _ in self.selector}
-        keys.update(req.key for term in self.affinity for req in term)
+        keys.update(req.key for term in self.affinity for req in term if not req.field)
         return tuple(sorted(keys))
+
+    @property
+    def names_nodes(self) -> bool:
+        """Does it match on node names (``matchFields``), so that every node answers for itself?"""
+        return any(req.field for term in self.affinity for req in term)
 
     def allows(self, node: Node) -> bool:
         """Selector, affinity and taints (not readiness, not room)."""
         return (
             selector_matches(self.selector, node.labels)
-            and affinity_matches(self.affinity, node.labels)
+            and affinity_matches(self.affinity, node.labels, node.name)
             and untolerated_taint(node.taints, self.tolerations) is None
         )
 
@@ -178,6 +198,7 @@ class Eligibility:
         if found is not None:
             return found
         keys = cons.label_keys()
+        by_name = cons.names_nodes
         verdicts: dict[tuple[int, tuple[str | None, ...]], bool] = {}
         flags = bytearray(len(self.nodes))
         indices: list[int] = []
@@ -186,7 +207,10 @@ class Eligibility:
             if not self.candidate[i]:
                 continue
             labels = node.labels
-            key = (taint_id[i], tuple([labels.get(k) for k in keys]))
+            values = [labels.get(k) for k in keys]
+            if by_name:
+                values.append(node.name)
+            key = (taint_id[i], tuple(values))
             verdict = verdicts.get(key)
             if verdict is None:
                 verdict = verdicts[key] = cons.allows(node)
@@ -207,7 +231,7 @@ class Eligibility:
             if not ready:
                 return msg.selector_unmatched(cons.selector)
         if cons.affinity:
-            ready = [n for n in ready if affinity_matches(cons.affinity, n.labels)]
+            ready = [n for n in ready if affinity_matches(cons.affinity, n.labels, n.name)]
             if not ready:
                 return msg.affinity_unmatched()
         taints = sorted(

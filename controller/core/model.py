@@ -40,6 +40,10 @@ class Toleration:
     effect: str = ""  # empty matches every effect
 
 
+# The one node field a node-selector term may match on (``matchFields``): the node's name.
+NODE_NAME_FIELD = "metadata.name"
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """One node-selector requirement of required node affinity."""
@@ -47,6 +51,8 @@ class Requirement:
     key: str
     operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
     values: tuple[str, ...] = ()
+    # From ``matchFields``: ``key`` is a node field (only NODE_NAME_FIELD exists), not a label.
+    field: bool = False
 
 
 # Terms are ORed, requirements inside a term are ANDed (as in the API).

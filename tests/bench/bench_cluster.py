@@ -9,7 +9,7 @@ concurrently by this client), measured from the client's side through a pod watc
 - *spread*: between the first and the last gate removal of one gang;
 - *bind rate*: members bound per second until the whole gang is bound (kube-scheduler's own client
   is limited to ``--scheduler-qps``);
-- *raw patch rate*: the same client removing a gate (and adding a hostname pin) from 512 gated pods
+- *raw patch rate*: the same client removing a gate (and adding a node-name pin) from 512 gated pods
   with the same concurrency Phalanx uses -- the ceiling for Phalanx's own gate-lift rate.
 
 Run: ``python -m tests.bench.bench_cluster`` (about 2-3 minutes; builds its own cluster in
@@ -112,7 +112,23 @@ async def raw_patch_rate(kube: KubeClient, count: int = 512) -> float:
         return {
             "spec": {
                 "schedulingGates": [{"$patch": "delete", "name": "bench.phalanx.io/hold"}],
-                "nodeSelector": {"kubernetes.io/hostname": f"gpu-node-{i % 500:03d}"},
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {
+                                            "key": "metadata.name",
+                                            "operator": "In",
+                                            "values": [f"gpu-node-{i % 500:03d}"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
             }
         }
 

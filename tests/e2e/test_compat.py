@@ -195,7 +195,7 @@ def test_min_resources_are_checked_per_node(
 ) -> None:
     nodes = pool.add(3, gpus=4)
     for i, node in enumerate(nodes):  # 1 GPU taken on every node: 9 free in sum, 3 on each
-        blocker = w.pod(f"blocker-{i}", nodeSelector={"kubernetes.io/hostname": node})
+        blocker = w.pod(f"blocker-{i}", nodeSelector={"kubernetes.io/hostname": pool.hostname(node)})
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(blocker))
     eventually(
         lambda: (

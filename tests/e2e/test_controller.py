@@ -121,6 +121,29 @@ def test_statefulset_gang(cluster: LocalCluster, gang_namespace: str, pool: Node
     assert podgroup(cluster, gang_namespace, "ranks")["status"]["phase"] in ("Scheduled", "Running")
 
 
+def test_members_are_pinned_by_node_name_where_the_hostname_label_differs(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    """Pool nodes carry kubernetes.io/hostname=host-<name>: a pin on the hostname label would leave
+    every admitted member unschedulable. The pin names the node and keeps the member's own terms."""
+    nodes = pool.add(2, gpus=4)
+    manifest = pooled_job("pinned", 6, pool, gpus=1)
+    own_terms = [{"matchExpressions": [{"key": NodePool.LABEL, "operator": "In", "values": [pool.name]}]}]
+    manifest["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": own_terms}}
+    }
+    apply(cluster, gang_namespace, manifest)
+    eventually(lambda: count_bound(cluster, gang_namespace, "pinned") == 6, 30, what="6 members bound")
+    for member in members(cluster, gang_namespace, "pinned"):
+        terms = member["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        (term,) = terms["nodeSelectorTerms"]
+        assert term["matchExpressions"] == own_terms[0]["matchExpressions"]
+        (pin,) = term["matchFields"]
+        assert pin["key"] == "metadata.name" and pin["values"] == [member["spec"]["nodeName"]]
+        assert member["spec"]["nodeName"] in nodes
+        assert "kubernetes.io/hostname" not in (member["spec"].get("nodeSelector") or {})
+
+
 def test_chief_pod_and_worker_statefulset_share_one_podgroup(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:

@@ -60,7 +60,8 @@ def node(name: str, gpus: int = 4) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {c.HOSTNAME_LABEL: name}},
+        # As on most clouds, the hostname label is not the node's name: pins must use the name.
+        "metadata": {"name": name, "labels": {c.HOSTNAME_LABEL: f"ip-10-0-0-{sum(map(ord, name)) % 250}"}},
         "status": {
             "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110", c.GPU_RESOURCE: str(gpus)},
             "conditions": [{"type": "Ready", "status": "True"}],
@@ -202,8 +203,18 @@ class Harness:
         return self.kube.obj(r.PODS, NS, name)
 
     def pin(self, name: str) -> str | None:
-        """The node a pod is pinned to (nodeSelector kubernetes.io/hostname)."""
-        return ((self.pod(name) or {}).get("spec", {}).get("nodeSelector") or {}).get(c.HOSTNAME_LABEL)
+        """The node a pod is pinned to by name: ``metadata.name In [node]`` in every required term."""
+        affinity = ((self.pod(name) or {}).get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
+        terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get(
+            "nodeSelectorTerms"
+        )
+        pins = set()
+        for term in terms or ():
+            named = [f["values"] for f in term.get("matchFields", ()) if f["key"] == "metadata.name"]
+            if not named or len(named[-1]) != 1:
+                return None  # a term without the pin would let the pod go elsewhere
+            pins.add(named[-1][0])
+        return pins.pop() if len(pins) == 1 else None
 
     def pg(self, name: str = "g") -> JSON | None:
         return self.kube.obj(r.PODGROUPS, NS, name)

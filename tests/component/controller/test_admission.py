@@ -212,7 +212,15 @@ async def test_restart_finishes_a_half_lifted_admission(h: Harness) -> None:
     members = gang(5)
     for m in members[:2]:
         m["spec"].pop("schedulingGates")
-        m["spec"]["nodeSelector"] = {c.HOSTNAME_LABEL: "node-0"}
+        m["spec"]["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-0"]}]}
+                    ]
+                }
+            }
+        }
     seeded = h.kube.seed(r.PODS, *members)
     placement = {p["metadata"]["uid"]: ("node-0" if i < 4 else "node-1") for i, p in enumerate(seeded)}
     h.kube.seed(r.PODGROUPS, podgroup(annotations=admission_annotation(h.clock() - 5, placement)))

@@ -158,3 +158,19 @@ def test_eligibility_per_node_label_keys_are_exact() -> None:
     elig = Eligibility(nodes)
     cons = Constraints((("kubernetes.io/hostname", "n3"),))
     assert elig.mask(cons).indices == [3]
+
+
+def test_match_fields_pin_the_node_name_not_the_hostname_label() -> None:
+    # On most clouds kubernetes.io/hostname differs from the node's name; matchFields name the node.
+    nodes = [node(f"n{i}").label("kubernetes.io/hostname", f"ip-10-0-0-{i}").build() for i in range(4)]
+    pinned = Constraints((), ((Requirement("metadata.name", "In", ("n2",), field=True),),))
+    elig = Eligibility(nodes)
+    assert elig.mask(pinned).indices == [2]
+    assert not pinned.allows(node("ip-10-0-0-2").label("kubernetes.io/hostname", "n2").build())
+    # A field requirement never reads a label of the same name.
+    labelled = node("x").label("metadata.name", "n2").build()
+    assert not requirement_matches(
+        Requirement("metadata.name", "In", ("n2",), field=True), labelled.labels, "x"
+    )
+    anywhere_but = Constraints((), ((Requirement("metadata.name", "NotIn", ("n0", "n1"), field=True),),))
+    assert elig.mask(anywhere_but).indices == [2, 3]
