@@ -80,19 +80,34 @@ def creatable(members: Iterable[Pod]) -> int | None:
     return bare + sum(v for v in by_owner.values() if v is not None)
 
 
-def gang_priority(record: PodGroupRecord, members: Iterable[Pod], store: Store) -> tuple[int, str]:
-    """(priority, preemptionPolicy): the PodGroup's class or integer, else the members' highest."""
+@dataclass(frozen=True, slots=True)
+class GangPriority:
+    value: int  # the members' pod priority: order across namespaces, preemption
+    local: int | None  # the PodGroup's own: order inside its namespace only
+    preemption_policy: str
+
+
+def gang_priority(record: PodGroupRecord, members: Iterable[Pod], store: Store) -> GangPriority:
+    """A gang's priority as Kubernetes governs it, and the PodGroup's own claim.
+
+    Pods get their priority from a PriorityClass at admission, which cluster admins govern (the
+    PriorityClass admission plugin, ResourceQuota scopes); a PodGroup's ``priorityClassName`` or
+    ``priority`` is a field any tenant who may write PodGroups sets at will. So the members' pod
+    priority orders gangs across namespaces and decides preemption, and the PodGroup's own value
+    only re-ranks gangs inside its namespace. A class that says ``preemptionPolicy: Never`` is
+    honoured from either side: it only restrains the gang.
+    """
+    members = list(members)
+    # The API server copies each pod's class's preemptionPolicy into the pod spec.
+    never = any(p.preemption_policy == "Never" for p in members)
+    local = _int(record.spec.get("priority"))
     class_name = record.spec.get("priorityClassName")
     if isinstance(class_name, str) and class_name in store.priority_classes:
         pc = store.priority_classes[class_name]
-        return pc.value, pc.preemption_policy
-    members = list(members)
-    # The API server copies each pod's class's preemptionPolicy into the pod spec.
-    policy = "Never" if any(p.preemption_policy == "Never" for p in members) else "PreemptLowerPriority"
-    explicit = _int(record.spec.get("priority"))
-    if explicit is not None:
-        return explicit, policy
-    return max((p.priority for p in members), default=0), policy
+        local = pc.value
+        never = never or pc.preemption_policy == "Never"
+    value = max((p.priority for p in members), default=0)
+    return GangPriority(value, local, "Never" if never else "PreemptLowerPriority")
 
 
 def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
@@ -153,7 +168,7 @@ def view(
 ) -> GangView:
     """The gang of ``record``; ``budgeted`` holds member records that carry their disruption budget."""
     members = [(budgeted or {}).get(p.uid, p) for p in store.members(record.key)]
-    priority, policy = gang_priority(record, members, store)
+    priority = gang_priority(record, members, store)
     admission = admission_record.decode(record.annotations)
     assumed = store.assumed.get(record.key)  # written by this process, maybe not delivered yet
     if assumed is not None:
@@ -176,14 +191,15 @@ def view(
         min_member=_int(record.spec.get("minMember")) or 0,
         max_member=_int(record.spec.get("maxMember")),
         members=tuple(members),
-        priority=priority,
+        priority=priority.value,
+        local_priority=priority.local,
         created=created,
         waiting_since=waiting_since,
         # No timeout before the first member: there is nothing to time out yet.
         schedule_timeout=_timeout(record, members) if waiting_since is not None else None,
         placement=_placement(record, members),
         preemptible=_preemptible(record, members),
-        preemption_policy=policy,
+        preemption_policy=priority.preemption_policy,
         creatable=creatable(members),
         admitted={uid: node for uid, node in admitted.items() if uid in present},
         booked={uid: node for uid, node in booked.items() if uid in present},

@@ -6,6 +6,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,31 @@ def phalanx(cluster: LocalCluster) -> Iterator[Phalanx]:
 def gang_namespace(cluster: LocalCluster, phalanx: Phalanx) -> Iterator[str]:
     """A fresh namespace opted in with phalanx.io/gang-scheduling=enabled."""
     yield from _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"})
+
+
+@pytest.fixture
+def other_gang_namespace(cluster: LocalCluster, phalanx: Phalanx) -> Iterator[str]:
+    """A second opted-in namespace: another tenant."""
+    yield from _namespace(cluster, "tenant", {"phalanx.io/gang-scheduling": "enabled"})
+
+
+@pytest.fixture
+def classes(cluster: LocalCluster) -> Iterator[dict[str, str]]:
+    """Three PriorityClasses private to the test: low, high, and high that never preempts."""
+    suffix = uuid.uuid4().hex[:6]
+    names = {"low": f"low-{suffix}", "high": f"high-{suffix}", "never": f"never-{suffix}"}
+    for key, value, policy in (("low", 100, None), ("high", 100000, None), ("never", 100000, "Never")):
+        body: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": names[key]},
+            "value": value,
+        }
+        if policy:
+            body["preemptionPolicy"] = policy
+        cluster.apply_objects([body])
+    yield names
+    cluster.kubectl("delete", "priorityclass", *names.values(), "--wait=false", check=False)
 
 
 class NodePool:

@@ -139,7 +139,12 @@ class Gang:
     min_member: int
     members: tuple[Pod, ...]
     max_member: int | None = None  # elastic: admit beyond min up to max when room allows
+    # The members' pod priority (resolved by the API server from their PriorityClass, which
+    # Kubernetes governs): the order across namespaces and who may preempt whom.
     priority: int = 0
+    # The PodGroup's own priority (its priorityClassName's value or spec.priority), which any
+    # tenant can write: it orders gangs inside their own namespace only. None: no own priority.
+    local_priority: int | None = None
     created: float = 0.0  # PodGroup creation, or the first member's, seconds since the epoch
     schedule_timeout: float | None = None  # seconds from `waiting_since`; None: no timeout
     # Start of the current wait: `created`, or when the gang last lost its admission (preempted,

@@ -1,6 +1,12 @@
-"""The order in which a pass considers gangs: priority (high first), then age, then name.
+"""The order in which a pass considers gangs.
 
-Deterministic by construction: the key is total over distinct gangs.
+Across namespaces: priority (high first), then age, then namespace and name -- ``Gang.priority`` is
+the members' pod priority, which Kubernetes governs (PriorityClass admission, ResourceQuota
+scopes). Inside one namespace, gangs of equal priority are then re-ranked by their PodGroup's own
+priority (``Gang.local_priority``), which any tenant can write: a tenant reorders its own gangs
+among the places they already hold, and never moves ahead of another namespace's gang.
+
+Deterministic by construction: the keys are total over distinct gangs.
 """
 
 from __future__ import annotations
@@ -16,8 +22,25 @@ def gang_order(gang: Gang) -> GangOrder:
     return (-gang.priority, gang.created, gang.key.namespace, gang.key.name)
 
 
+def _local_order(gang: Gang) -> tuple[int, float, str]:
+    local = gang.priority if gang.local_priority is None else gang.local_priority
+    return (-local, gang.created, gang.key.name)
+
+
 def ordered(gangs: Iterable[Gang]) -> list[Gang]:
-    return sorted(gangs, key=gang_order)
+    """Gangs in pass order."""
+    out = sorted(gangs, key=gang_order)
+    if all(g.local_priority is None for g in out):
+        return out
+    places: dict[tuple[str, int], list[int]] = {}
+    for i, gang in enumerate(out):
+        places.setdefault((gang.key.namespace, gang.priority), []).append(i)
+    for positions in places.values():
+        if len(positions) > 1:
+            reranked = sorted((out[i] for i in positions), key=_local_order)
+            for i, gang in zip(positions, reranked, strict=True):
+                out[i] = gang
+    return out
 
 
 def member_order(pod: Pod) -> tuple[float, str, str]:

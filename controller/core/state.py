@@ -20,7 +20,7 @@ from controller.core.capacity import GPU, Capacity, ResourceIndex, Vector
 from controller.core.config import PlannerConfig
 from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
-from controller.core.ordering import GangOrder, gang_order
+from controller.core.ordering import gang_order, ordered
 from controller.core.placement import FitMemo
 from controller.core.shapes import ShapeBook
 
@@ -44,7 +44,7 @@ def unique_gangs(gangs: Iterable[Gang]) -> list[Gang]:
         if key not in seen:
             seen.add(key)
             out.append(gang)
-    return out
+    return ordered(out)
 
 
 def is_live(pod: Pod) -> bool:
@@ -74,6 +74,7 @@ class PassState:
         self.eligibility = Eligibility(self.nodes)
         self.shapes = ShapeBook(self.resources, self.eligibility)
         self.gangs = unique_gangs(snapshot.gangs)
+        self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
         self._gang_by_key: dict[GangKey, Gang] | None = None
 
         # uid -> (node, request) of everything that holds room, for exact release in victim search
@@ -170,7 +171,7 @@ class PassState:
                 self._take(free, reserved, node_name or gang.booked.get(uid))
         self.min_running_priority = lowest
 
-    def _collect_held(self) -> list[tuple[GangOrder, GangKey, list[tuple[int, Vector]]]]:
+    def _collect_held(self) -> list[tuple[int, GangKey, list[tuple[int, Vector]]]]:
         held = []
         for gang in self.gangs:
             if not gang.held or gang.admitted or gang.admitted_at is not None:
@@ -185,7 +186,7 @@ class PassState:
                 if i is not None:
                     rooms.append((i, self.resources.vector(pod.requests)[0]))
             if rooms:
-                held.append((gang_order(gang), gang.key, rooms))
+                held.append((self.position[gang.key], gang.key, rooms))
         return held
 
     def gang(self, key: GangKey) -> Gang | None:
@@ -197,7 +198,8 @@ class PassState:
         """Book the held rooms of every holder ahead of ``gang`` in the pass order."""
         if not self._held:
             return
-        order = gang_order(gang)
+        # A gang outside the pass (benchmarks decide one on its own) comes after every holder.
+        order = self.position.get(gang.key, len(self.gangs))
         keep = []
         for holder_order, key, rooms in self._held:
             if holder_order < order:

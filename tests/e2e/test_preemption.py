@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,25 +13,6 @@ from tests.e2e.test_controller import count_bound, members, pooled_job
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 from tests.localcluster.phalanx import Phalanx
-
-
-@pytest.fixture
-def classes(cluster: LocalCluster) -> Iterator[dict[str, str]]:
-    """Three PriorityClasses private to the test: low, high, and high that never preempts."""
-    suffix = uuid.uuid4().hex[:6]
-    names = {"low": f"low-{suffix}", "high": f"high-{suffix}", "never": f"never-{suffix}"}
-    for key, value, policy in (("low", 100, None), ("high", 100000, None), ("never", 100000, "Never")):
-        body: dict[str, Any] = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": names[key]},
-            "value": value,
-        }
-        if policy:
-            body["preemptionPolicy"] = policy
-        apply(cluster, "default", body)
-    yield names
-    cluster.kubectl("delete", "priorityclass", *names.values(), "--wait=false", check=False)
 
 
 def prioritised(manifest: dict[str, Any], priority_class: str) -> dict[str, Any]:

@@ -251,6 +251,11 @@ class GangBuilder:
         self._f["priority"] = p
         return self
 
+    def local_priority(self, p: int | None) -> GangBuilder:
+        """The PodGroup's own priority (orders gangs inside their namespace only)."""
+        self._f["local_priority"] = p
+        return self
+
     def created(self, t: float) -> GangBuilder:
         self._f["created"] = t
         return self

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from controller.core import PlannerConfig, invalid_spec, plan
-from controller.core.model import Admit, GangKey, Plan, Reason, Reject, Wait
+from controller.core.model import Admit, GangKey, Plan, Preempt, Reason, Reject, Wait
 
 from .builders import NOW, GangBuilder, GangLike, NodeLike, PodLike, gang, node, pod, snapshot
 
@@ -93,6 +93,30 @@ def test_age_then_name_break_ties() -> None:
     result = run([node("n").gpus(8)], gangs)
     assert [d.gang.name for d in result.decisions] == ["c", "a", "b"]
     assert isinstance(result.decisions[0], Admit)
+
+
+def test_a_podgroups_own_priority_reorders_its_namespace_only() -> None:
+    """The PodGroup's own priority re-ranks gangs among the places its namespace already holds."""
+    gangs = [
+        gang("a1").ns("a").created(NOW - 40).gated_members(1, gpus=8),
+        gang("b1").ns("b").created(NOW - 30).gated_members(1, gpus=8),
+        gang("a2").ns("a").created(NOW - 20).local_priority(10**9).gated_members(1, gpus=8),
+        gang("b2").ns("b").created(NOW - 10).gated_members(1, gpus=8),
+    ]
+    result = run([node("n").gpus(8)], gangs)
+    # a2 jumps its own namespace's a1, never b1: the first place stays namespace a's.
+    assert [str(d.gang) for d in result.decisions] == ["a/a2", "b/b1", "a/a1", "b/b2"]
+    assert isinstance(result.for_gang(GangKey("a", "a2")), Admit)
+
+
+def test_a_podgroups_own_priority_preempts_nothing() -> None:
+    running = gang("run").ns("b").created(NOW - 900).running_members(["n"], gpus=8)
+    claim = gang("claim").ns("a").local_priority(10**9).gated_members(1, gpus=8)
+    result = run([node("n").gpus(8)], [running, claim])
+    assert isinstance(result.for_gang(GangKey("a", "claim")), Wait)
+    governed = gang("claim").ns("a").priority(1000).gated_members(1, gpus=8)
+    result = run([node("n").gpus(8)], [running, governed])
+    assert isinstance(result.for_gang(GangKey("a", "claim")), Preempt)
 
 
 def test_backfill_a_gang_that_does_not_fit_does_not_block_smaller_ones() -> None:
