@@ -46,6 +46,11 @@ class PodGroupRecord:
     def key(self) -> GangKey:
         return GangKey(self.namespace, self.name)
 
+    @property
+    def managed(self) -> bool:
+        """Made by Phalanx for a gang that had none (not applied by a user)."""
+        return self.labels.get(c.MANAGED_BY_LABEL) == c.MANAGED_BY_PHALANX
+
     @classmethod
     def from_raw(cls, rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
         meta = raw.get("metadata") or {}
@@ -116,6 +121,8 @@ class Store:
     )
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     opted_in: set[str] = field(default_factory=set)
+    # Namespaces being deleted: their gangs are going away, so nothing is planned or reported.
+    terminating_namespaces: set[str] = field(default_factory=set)
     budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
     # Workload API: (namespace, workload) -> podGroup name -> minCount
     workloads: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
@@ -126,6 +133,8 @@ class Store:
     assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
     holds: dict[GangKey, Hold] = field(default_factory=dict)
+    # The admission of a PodGroup deleted while its gang lived: a PodGroup made again carries it.
+    deleted_admissions: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
 
     # ---- notifications ---------------------------------------------------------------------------
     def _changed(self, key: GangKey | None) -> None:
@@ -133,13 +142,15 @@ class Store:
             listener(key)
 
     # ---- queries ---------------------------------------------------------------------------------
+    def podgroup_records(self, key: GangKey) -> list[PodGroupRecord]:
+        """Every served kind's PodGroup of this name, primary group first."""
+        return [record for rt in PODGROUP_TYPES if (record := self.podgroups[rt].get(key)) is not None]
+
     def podgroup(self, key: GangKey) -> PodGroupRecord | None:
-        """The gang's PodGroup; with several kinds of the same name the primary group wins."""
-        for rt in PODGROUP_TYPES:
-            record = self.podgroups[rt].get(key)
-            if record is not None:
-                return record
-        return None
+        """The gang's PodGroup. A user's wins over one Phalanx made (which is then retired); among
+        several of the user's, the primary group wins."""
+        records = self.podgroup_records(key)
+        return next((r for r in records if not r.managed), records[0] if records else None)
 
     def members(self, key: GangKey) -> list[Pod]:
         return [self.pods[uid] for uid in sorted(self.pods_by_gang.get(key, ())) if uid in self.pods]
@@ -157,6 +168,7 @@ class Store:
             members.discard(uid)
             if not members:  # gangs come and go: keep no empty entries
                 del self.pods_by_gang[key]
+                self.deleted_admissions.pop(key, None)
 
     def _index_pod(self, pod: Pod) -> GangKey | None:
         old = self.pods.get(pod.uid)
@@ -230,6 +242,7 @@ class Store:
     def upsert_podgroup(self, rt: ResourceType, raw: JSON) -> None:
         record = PodGroupRecord.from_raw(rt, raw)
         self.podgroups[rt][record.key] = record
+        self.deleted_admissions.pop(record.key, None)
         assumed = self.assumed.get(record.key)
         if assumed is not None:
             written = admission_record.decode(record.annotations)
@@ -242,10 +255,18 @@ class Store:
     def delete_podgroup(self, rt: ResourceType, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
         key = GangKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        if self.podgroups[rt].pop(key, None) is not None:
-            self.assumed.pop(key, None)
-            self._changed(key)
-            self._changed(None)
+        record = self.podgroups[rt].pop(key, None)
+        if record is None:
+            return
+        if not self.podgroup_records(key):
+            admission = admission_record.decode(record.annotations)
+            assumed = self.assumed.pop(key, None)
+            if assumed is not None:
+                admission = assumed if admission is None else admission.union(assumed)
+            if admission is not None and self.pods_by_gang.get(key):
+                self.deleted_admissions[key] = admission
+        self._changed(key)
+        self._changed(None)
 
     def replace_podgroups(self, rt: ResourceType, items: list[JSON]) -> None:
         old = set(self.podgroups[rt])
@@ -280,6 +301,9 @@ class Store:
         meta = raw.get("metadata") or {}
         name = str(meta.get("name", ""))
         enabled = (meta.get("labels") or {}).get(c.OPT_IN_LABEL) == c.OPT_IN_VALUE
+        if meta.get("deletionTimestamp") and name not in self.terminating_namespaces:
+            self.terminating_namespaces.add(name)
+            self._changed(None)
         if enabled and name not in self.opted_in:
             self.opted_in.add(name)
             self._changed(None)
@@ -288,10 +312,13 @@ class Store:
             self._changed(None)
 
     def delete_namespace(self, raw: JSON) -> None:
-        self.opted_in.discard(str((raw.get("metadata") or {}).get("name", "")))
+        name = str((raw.get("metadata") or {}).get("name", ""))
+        self.opted_in.discard(name)
+        self.terminating_namespaces.discard(name)
 
     def replace_namespaces(self, items: list[JSON]) -> None:
         self.opted_in = set()
+        self.terminating_namespaces = set()
         for raw in items:
             self.upsert_namespace(raw)
 
