@@ -323,13 +323,13 @@ class FakeKube:
     ) -> tuple[list[JSON], str]:
         self._check("list", rt, None)
         items = [o for o in self.items(rt) if namespace in (None, o["metadata"].get("namespace"))]
-        if label_selector:  # equality selectors only: "k=v,k2=v2"
-            wanted = dict(part.split("=", 1) for part in label_selector.split(","))
-            items = [
-                o
-                for o in items
-                if all((o["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
-            ]
+        if label_selector:  # equality and existence only: "k=v,k2"
+            wanted = [part.split("=", 1) for part in label_selector.split(",")]
+
+            def selected(labels: Mapping[str, str]) -> bool:
+                return all(labels.get(w[0]) == w[1] if len(w) == 2 else w[0] in labels for w in wanted)
+
+            items = [o for o in items if selected(o["metadata"].get("labels") or {})]
         return items, str(self._rv)
 
     async def watch(

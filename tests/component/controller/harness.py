@@ -149,6 +149,7 @@ class Harness:
         bind_timeout: float = 60.0,
         planner: PlannerConfig | None = None,
         timeout_action: str = "report",
+        degraded_timeout: float = 300.0,
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
@@ -168,6 +169,7 @@ class Harness:
             self.clock,
             bind_timeout=bind_timeout,
             timeout_action=timeout_action,
+            degraded_timeout=degraded_timeout,
         )
         self.sinks = sinks_for(self.store, r.PODGROUP_TYPES)
         self._cursor: dict[ResourceType, int] = dict.fromkeys(ALL_TYPES, 0)
