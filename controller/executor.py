@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller import admission_record, records
+from controller import records
 from controller.admission_record import AdmissionRecord
 from controller.core.model import GangKey, Pod, Preempt
 from controller.events import EventRecorder
@@ -20,7 +20,7 @@ from controller.gangs import GangView
 from controller.kube import JSON, ApiError, Kube, gather_limited
 from controller.metrics import ControllerMetrics
 from controller.resources import JOBS, PODS
-from controller.store import Hold, Store
+from controller.store import Store
 from shared import constants as c
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,10 @@ class Executor:
         now = self.clock()
         live = {p.uid for p in view.members}
         key = view.podgroup.key
-        existing = admission_record.decode(view.podgroup.annotations)
-        assumed = self.store.assumed.get(key)
-        if assumed is not None:  # an earlier admission the informer has not delivered yet
-            existing = assumed if existing is None else existing.union(assumed)
+        # With an earlier admission the informer may not have delivered yet.
+        existing = self.store.admission(view.podgroup)
         record = (existing or AdmissionRecord(now, {})).merged(placement, booked, keep=live, at=now)
-        self.store.assumed[key] = record
+        self.store.assume_admission(key, record)
         try:
             await self.kube.patch(
                 view.podgroup.rt,
@@ -91,7 +89,7 @@ class Executor:
                 {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: record.encode()}}},
             )
         except Exception:
-            self.store.assumed.pop(key, None)  # forget on failure: the room is free again
+            self.store.forget_admission(key)
             raise
         return record
 
@@ -160,19 +158,14 @@ class Executor:
     # ---- rollback and give-up -------------------------------------------------------------------
     async def _clear_admission(self, view: GangView) -> None:
         key = view.podgroup.key
-        self.store.assumed.pop(key, None)
+        self.store.forget_admission(key)
         await self.kube.patch(
             view.podgroup.rt,
             key.namespace,
             key.name,
             {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: None}}},
         )
-        # Until the informer delivers the change, the store must not show the old admission (the
-        # informer may have replaced the view's record while the patch was in flight).
-        view.podgroup.annotations.pop(c.ADMISSION_ANNOTATION, None)
-        current = self.store.podgroup(key)
-        if current is not None:
-            current.annotations.pop(c.ADMISSION_ANNOTATION, None)
+        self.store.assume_admission_cleared(key)
 
     async def _requeue_jobs(self, jobs: list[tuple[str, str]], why: str) -> list[object]:
         """Suspend Jobs so their pods go away the way Kueue re-queues a workload: the Job controller
@@ -301,7 +294,7 @@ class Executor:
                 pod.requests.get(c.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
             )
         self.metrics.preemptions.inc(len(decision.victims))
-        self.store.holds[key] = Hold(dict(decision.placement), now)
+        self.store.hold(key, decision.placement, now)
         evictions = [
             self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds)
             for p in victim_pods

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from controller import admission_record, records
+from controller import records
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
 from controller.store import PodGroupRecord, Store
@@ -185,15 +185,12 @@ def view(
     """The gang of ``record``; ``budgeted`` holds member records that carry their disruption budget."""
     members = [(budgeted or {}).get(p.uid, p) for p in store.members(record.key)]
     priority = gang_priority(record, members, store)
-    admission = admission_record.decode(record.annotations)
-    assumed = store.assumed.get(record.key)  # written by this process, maybe not delivered yet
-    if assumed is not None:
-        admission = assumed if admission is None else admission.union(assumed)
+    admission = store.admission(record)  # with what this process wrote and has not seen back
     admitted: dict[str, str | None] = dict(admission.placement) if admission else {}
     booked: dict[str, str] = dict(admission.booked) if admission else {}
     admitted_at = admission.at if admission else None
     present = {p.uid for p in members if not p.terminating}  # a terminating pod holds no admission
-    hold = store.holds.get(record.key)
+    hold = store.hold_of(record.key)
     running = any((p.uid in admitted or p.bound) and not p.finished and not p.terminating for p in members)
     if admitted_at is not None and not running:
         # No admitted member is alive any more (evicted as a victim, rolled back, all ended): new

@@ -19,7 +19,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from controller import admission_record
 from controller.core.model import GangKey, Pod
 from controller.gangs import inferred_min_member, member_annotation
 from controller.kube import ApiError, Kube
@@ -190,7 +189,7 @@ class PodGroupFactory:
         """A PodGroup Phalanx made follows its source until a user edits its spec or it admits."""
         if not record.managed or LAST_APPLIED in record.annotations:
             return
-        if c.ADMISSION_ANNOTATION in record.annotations or key in self.store.assumed:
+        if c.ADMISSION_ANNOTATION in record.annotations or self.store.assumed_admission(key) is not None:
             return  # an admitted gang keeps the size it was admitted with
         sizing = declared_size(key, self.store.members(key), self.store)
         if not sizing.known or sizing.min_member == record.spec.get("minMember"):
@@ -210,9 +209,9 @@ class PodGroupFactory:
             return
         winner = users[0]
         for shadow in (r for r in records if r.managed):
-            admission = admission_record.decode(shadow.annotations)
+            admission = self.store.admission(shadow)
             if admission is not None:
-                current = admission_record.decode(winner.annotations)
+                current = self.store.admission(winner)
                 merged = admission if current is None else current.union(admission)
                 await self.kube.patch(
                     winner.rt,
@@ -221,7 +220,7 @@ class PodGroupFactory:
                     {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: merged.encode()}}},
                 )
                 # Until the informer delivers it, the store assumes it, as after an admission.
-                self.store.assumed[winner.key] = merged
+                self.store.assume_admission(winner.key, merged)
             try:
                 await self.kube.delete(shadow.rt, shadow.namespace, shadow.name, uid=shadow.uid)
             except ApiError as err:

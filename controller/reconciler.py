@@ -25,7 +25,7 @@ from controller.gangs import GangView
 from controller.kube import ApiError, Kube
 from controller.metrics import ControllerMetrics
 from controller.podgroups import PodGroupFactory, Sizing, waiting_message
-from controller.store import Store
+from controller.store import Hold, Store
 from controller.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -272,7 +272,7 @@ class Reconciler:
                     view.podgroup.rt, key.namespace, key.name, {"status": wanted}, subresource="status"
                 )
                 self.metrics.status_writes.inc()
-                status.applied(view.podgroup.status, wanted)  # no rewrite before the informer catches up
+                self.store.assume_status(view.podgroup, wanted)  # no rewrite before the informer catches up
             except ApiError as err:
                 if not err.not_found:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})
@@ -284,12 +284,12 @@ class Reconciler:
     def _release_stale_holds(
         self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float
     ) -> None:
-        for key in list(self.store.holds):
-            hold = self.store.holds[key]
-            decision = decisions.get(key)
-            admitted = key in views and views[key].gang.admitted
-            if admitted or key not in views or now - hold.at > 300 or isinstance(decision, Admit):
-                del self.store.holds[key]
+        def stale(key: GangKey, hold: Hold) -> bool:
+            admitted = key in views and bool(views[key].gang.admitted)
+            expired = now - hold.at > self.planner.hold_expiry_seconds
+            return admitted or key not in views or expired or isinstance(decisions.get(key), Admit)
+
+        self.store.release_holds(stale)
 
 
 def decision_timed_out(decision: Decision) -> bool:

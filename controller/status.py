@@ -137,12 +137,3 @@ def _degraded_condition(
 def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """Would writing ``wanted`` change ``current``? (A None in wanted means "absent".)"""
     return any(current.get(k) != v for k, v in wanted.items())
-
-
-def applied(current: dict[str, Any], wanted: Mapping[str, Any]) -> None:
-    """Apply ``wanted`` to ``current`` as the merge patch does (None removes the key)."""
-    for key, value in wanted.items():
-        if value is None:
-            current.pop(key, None)
-        else:
-            current[key] = value
