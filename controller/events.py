@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from controller.kube import ApiError, Kube
 from controller.resources import EVENTS
@@ -43,28 +44,14 @@ class EventRecorder:
         if self.seen(record, reason, marker):
             return
         self._last[(record.uid, reason)] = marker
-        now = iso(self._clock())
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{record.name}.{uuid.uuid4().hex[:12]}", "namespace": record.namespace},
-            "involvedObject": {
-                "apiVersion": record.rt.api_version,
-                "kind": record.rt.kind,
-                "name": record.name,
-                "namespace": record.namespace,
-                "uid": record.uid,
-            },
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self._instance,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
+        involved = {
+            "apiVersion": record.rt.api_version,
+            "kind": record.rt.kind,
+            "name": record.name,
+            "namespace": record.namespace,
+            "uid": record.uid,
         }
+        body = self._body(involved, reason, message, warning)
         try:
             await self._kube.create(EVENTS, record.namespace, body)
             # Users of the native Workload API look at their Workload: tell them there too.
@@ -93,6 +80,35 @@ class EventRecorder:
                 "event not recorded",
                 extra={"podgroup": f"{record.namespace}/{record.name}", "error": str(err)},
             )
+
+    async def emit_on_pod(self, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+        """A Warning Event on a pod (not de-duplicated: callers report each pod once)."""
+        involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid}
+        try:
+            await self._kube.create(EVENTS, namespace, self._body(involved, reason, message, True))
+        except ApiError as err:
+            log.warning("event not recorded", extra={"pod": f"{namespace}/{name}", "error": str(err)})
+
+    def _body(self, involved: dict[str, str], reason: str, message: str, warning: bool) -> dict[str, Any]:
+        now = iso(self._clock())
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{involved['name']}.{uuid.uuid4().hex[:12]}",
+                "namespace": involved["namespace"],
+            },
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
 
     def retain(self, uids: set[str]) -> None:
         """Drop de-duplication memory of PodGroups that no longer exist."""

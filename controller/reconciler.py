@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 
 from controller import gangs, status
+from controller.bypass import GateBypassDetector
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
 from controller.core.planner import plan
@@ -58,6 +59,7 @@ class Reconciler:
         self.timeout_action = timeout_action
         self.podgroups = PodGroupFactory(kube, store)
         self.passes = 0
+        self.bypass = GateBypassDetector(events, metrics)
         # Jobs suspended by a preemption may wait to be resumed (checked once at start: a restart
         # must not leave them suspended).
         self.preempted_jobs = True
@@ -126,6 +128,7 @@ class Reconciler:
                 log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
 
+        await self.bypass.check(views)
         await self._bind_timeouts(views, decisions, now, failed)
         await self._timeouts(views, decisions, now)
         await self._write_statuses(views, decisions, now, failed)
