@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 
 from controller import gangs, status
+from controller.bypass import GateBypassDetector
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
 from controller.core.planner import plan
@@ -60,6 +61,7 @@ class Reconciler:
         self.degraded_timeout = degraded_timeout
         self.podgroups = PodGroupFactory(kube, store)
         self.passes = 0
+        self.bypass = GateBypassDetector(events, metrics)
         store.listeners.append(self.on_change)
 
     def on_change(self, key: GangKey | None) -> None:
@@ -130,6 +132,7 @@ class Reconciler:
                 log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
 
+        await self.bypass.check(views)
         await self._bind_timeouts(views, decisions, now, failed)
         await self._degraded(views, decisions, now, failed)
         await self._timeouts(views, decisions, now)

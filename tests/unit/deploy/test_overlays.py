@@ -46,6 +46,8 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
         "ClusterRole",
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in built[overlay]:
         if obj["kind"] not in cluster_scoped:
@@ -55,7 +57,16 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
 
 @pytest.mark.parametrize(
     "component",
-    ["crds", "crds-x-k8s", "kai-compat", "workloads", "internal-certs", "cert-manager", "servicemonitor"],
+    [
+        "crds",
+        "crds-x-k8s",
+        "kai-compat",
+        "workloads",
+        "internal-certs",
+        "cert-manager",
+        "servicemonitor",
+        "network-policy",
+    ],
 )
 def test_every_component_builds_on_base_and_workloads(tmp_path: Path, component: str) -> None:
     components = ["components/workloads"] + ([] if component == "workloads" else [f"components/{component}"])
