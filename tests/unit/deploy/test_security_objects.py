@@ -14,6 +14,7 @@ POLICIES = {
     "phalanx-admission-record",
     "phalanx-controller-pod-updates",
     "phalanx-controller-pod-deletes",
+    "phalanx-controller-podgroup-deletes",
 }
 CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
 PODGROUP_GROUPS = {"scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.run.ai"}
@@ -58,6 +59,11 @@ def test_the_gate_and_admission_record_names_are_phalanx_s() -> None:
     # opted-in namespace; nothing else does.
     for key in (*c.GROUP_LINK_LABELS, *c.GROUP_LINK_ANNOTATIONS):
         assert f"'{key}'" in str(deletes["spec"]), key
+    # PodGroups: only the ones it made itself (retired when a user's of another kind arrives).
+    retire = named(_policies(), "ValidatingAdmissionPolicy", "phalanx-controller-podgroup-deletes")
+    assert f"'{c.MANAGED_BY_LABEL}'" in str(retire["spec"]) and f"'{c.MANAGED_BY_PHALANX}'" in str(
+        retire["spec"]
+    )
 
 
 def test_tenants_read_podgroups_with_view_and_write_them_with_edit() -> None:
