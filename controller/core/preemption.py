@@ -24,6 +24,7 @@ the capacity as it found it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.core.capacity import GPU, Capacity, Vector
@@ -64,7 +65,8 @@ class Preemption:
         self.state = state
         self.searches = 0
         self._candidates: list[Candidate] | None = None
-        self._failed: dict[tuple[tuple[int, int], ...], int] = {}  # demand -> highest priority that failed
+        # (scope, demand) -> highest priority that failed
+        self._failed: dict[tuple[str, tuple[tuple[int, int], ...]], int] = {}
 
     # ---- candidates --------------------------------------------------------------------------
 
@@ -140,12 +142,21 @@ class Preemption:
     # ---- search --------------------------------------------------------------------------------
 
     def search(
-        self, gang: Gang, items: Items, signature: tuple[tuple[int, int], ...]
+        self,
+        gang: Gang,
+        items: Items,
+        signature: tuple[tuple[int, int], ...],
+        eligible: Callable[[Candidate], bool] | None = None,
+        scope: str = "",
     ) -> tuple[list[Candidate], list[Assignment]] | None:
-        """Victims and the placement they make possible, or None. Leaves the capacity unchanged."""
+        """Victims and the placement they make possible, or None. Leaves the capacity unchanged.
+
+        ``eligible`` (queues) replaces the "strictly lower priority" test; it is asked in cost order,
+        once per candidate that passes every other test. ``scope`` keeps its failures apart."""
         st = self.state
         cap = st.capacity
-        failed = self._failed.get(signature)
+        memo_key = (scope, signature)
+        failed = self._failed.get(memo_key)
         if failed is not None and gang.priority <= failed:
             return None
         usable = bytearray(len(cap.free))
@@ -159,7 +170,7 @@ class Preemption:
         cands: list[Candidate] = []
         accepted: set[int] = set()
         for cand in self.candidates():
-            if cand.taken or cand.priority >= gang.priority:
+            if cand.taken or (eligible is None and cand.priority >= gang.priority):
                 continue
             partner = cand.partner
             if cand.elastic:
@@ -173,18 +184,20 @@ class Preemption:
                     continue  # never evict a gang's core without its elastic members
             if any(spent.get(b, 0) + n > allowed.get(b, 0) for b, n in cand.budgets):
                 continue
+            if eligible is not None and not eligible(cand):
+                continue
             for b, n in cand.budgets:
                 spent[b] = spent.get(b, 0) + n
             accepted.add(id(cand))
             cands.append(cand)
         need_gpus = sum(shape.gpu * n for shape, n in items)
         if not cands or need_gpus > cap.sums[GPU] + sum(c.gpus for c in cands):
-            self._failed[signature] = max(gang.priority, failed if failed is not None else gang.priority)
+            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
             return None
         self.searches += 1
         found = self._search(cap, items, cands, need_gpus)
         if found is None:
-            self._failed[signature] = max(gang.priority, failed if failed is not None else gang.priority)
+            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
         return found
 
     def _search(

@@ -22,6 +22,7 @@ from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
 from controller.core.ordering import gang_order, ordered
 from controller.core.placement import FitMemo
+from controller.core.queues import QueueBook
 from controller.core.shapes import ShapeBook
 
 
@@ -74,6 +75,11 @@ class PassState:
         self.eligibility = Eligibility(self.nodes)
         self.shapes = ShapeBook(self.resources, self.eligibility)
         self.gangs = unique_gangs(snapshot.gangs)
+        # Queues (if any) re-rank queued gangs by fairness; a gang without a queue keeps its place.
+        self.queues: QueueBook | None = None
+        if snapshot.queues:
+            self.queues = QueueBook(snapshot, self.gangs, config.gpu_resource)
+            self.gangs = self.queues.order(self.gangs)
         self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
         self._gang_by_key: dict[GangKey, Gang] | None = None
 
