@@ -251,7 +251,7 @@ QUEUE_RESOURCE: dict[str, Any] = {
         "overQuotaWeight": {
             "type": "number",
             "minimum": 0,
-            "description": "Share of the capacity beyond the quotas, relative to the other queues (default 1).",
+            "description": "Share of the room beyond the quotas, relative to other queues (default 1).",
         },
     },
 }
@@ -296,7 +296,7 @@ QUEUE_VARIANTS = [
                 "resources": {
                     "type": "object",
                     "additionalProperties": QUEUE_RESOURCE,
-                    "description": "Per resource name (nvidia.com/gpu, cpu, memory, ...): quota, limit, weight.",
+                    "description": "Per resource (nvidia.com/gpu, cpu, memory, ...): quota, limit, weight.",
                 },
             },
         },
@@ -327,7 +327,8 @@ QUEUE_VARIANTS = [
 
 
 def queue_crd(variant: QueueVariant) -> dict[str, Any]:
-    names: dict[str, Any] = {"kind": "Queue", "listKind": "QueueList", "plural": "queues", "singular": "queue"}
+    names: dict[str, Any] = {"kind": "Queue", "listKind": "QueueList", "plural": "queues"}
+    names["singular"] = "queue"
     if variant.short_names:
         names["shortNames"] = variant.short_names
     return {
