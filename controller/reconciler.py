@@ -25,6 +25,7 @@ from controller.gangs import GangView
 from controller.kube import ApiError, Kube
 from controller.metrics import ControllerMetrics
 from controller.podgroups import PodGroupFactory
+from controller.queue_status import QueueStatusWriter
 from controller.store import Store
 from controller.workqueue import WorkQueue
 
@@ -57,6 +58,7 @@ class Reconciler:
         self.bind_timeout = bind_timeout
         self.timeout_action = timeout_action
         self.podgroups = PodGroupFactory(kube, store)
+        self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
         # Jobs suspended by a preemption may wait to be resumed (checked once at start: a restart
         # must not leave them suspended).
@@ -129,6 +131,7 @@ class Reconciler:
         await self._bind_timeouts(views, decisions, now, failed)
         await self._timeouts(views, decisions, now)
         await self._write_statuses(views, decisions, now, failed)
+        await self.queue_status.write(the_plan, the_plan.decisions)
         self._release_stale_holds(views, decisions, now)
         if any(isinstance(d, Preempt) for d in decisions.values()):
             self.preempted_jobs = True
