@@ -97,6 +97,8 @@ def kai_queue(raw: JSON, gpu_resource: str = c.GPU_RESOURCE) -> QueueRecord:
             continue
         quota = _kai_amount(body.get("quota", 0), scale)
         limit = _kai_amount(body.get("limit", -1), scale)
+        if quota is None and limit is None:
+            continue  # -1 and -1: the queue says nothing about this resource
         resources[resource] = QueueResource(quota or 0, limit, _weight(body.get("overQuotaWeight", 1)))
     queue = Queue(name, str(spec.get("parentQueue") or "") or None, resources)
     return QueueRecord(r.QUEUES_KAI, name, queue, dict(raw.get("status") or {}))

@@ -52,6 +52,11 @@ def test_a_kai_queue_maps_gpu_units_cpu_millicores_memory_mb_and_minus_one() -> 
     )
 
 
+def test_a_kai_resource_without_quota_and_limit_is_not_declared() -> None:
+    raw = {"metadata": {"name": "q"}, "spec": {"resources": {"cpu": {"quota": -1, "limit": -1}}}}
+    assert kai_queue(raw).queue.resources == {}
+
+
 def test_phalanx_queue_wins_over_kai_queue_of_the_same_name() -> None:
     registry = QueueRegistry()
     registry.upsert(r.QUEUES_KAI, {"metadata": {"name": "q"}, "spec": {"parentQueue": "kai"}})
