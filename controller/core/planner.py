@@ -575,6 +575,22 @@ class PlanningPass:
 
     # ---- parent groups ------------------------------------------------------------------------
 
+    def _family_over_limit(self, ready: Sequence[tuple[Gang, list[Pod], list[Pod]]]) -> str | None:
+        """Why the children's minimums together would break a queue's limit, or None."""
+        book = self.st.queues
+        if book is None:
+            return None
+        per_queue: dict[str, dict[str, int]] = {}
+        for child, required, _ in ready:
+            queue = book.queue(child.key)
+            if queue is not None:
+                add(per_queue.setdefault(queue, {}), total_requests(required))
+        for queue, request in sorted(per_queue.items()):
+            over = book.over_limit(queue, request)
+            if over is not None:
+                return over
+        return None
+
     def _family(self, parent: str, children: list[Gang]) -> list[Decision]:
         if any(self._is_admitted(child) for child in children):
             return [d for child in children if (d := self._gang(child)) is not None]
@@ -621,6 +637,13 @@ class PlanningPass:
             return decisions
         for child, reason, text in unready:
             decisions.append(self._wait(child, reason, text, self._timed_out(child)))
+        over = self._family_over_limit(ready)
+        if over is not None:
+            decisions.extend(
+                self._wait(child, Reason.QUEUE_LIMIT, msg.family_waits(parent, over), self._timed_out(child))
+                for child, _, _ in ready
+            )
+            return decisions
         required = [p for _, req, _ in ready for p in req]
         extra = [p for _, _, ext in ready for p in ext]
         nodes = self._try_place(required, extra)

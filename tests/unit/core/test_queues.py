@@ -300,3 +300,15 @@ def test_the_plan_reports_usage_fair_share_and_gang_counts_per_queue() -> None:
 
 def test_without_queues_the_plan_reports_none() -> None:
     assert run(gpu_nodes(1, 8), [waiting("w", None)], []).queues == {}
+
+
+def test_kai_sibling_groups_start_together_only_within_the_limit() -> None:
+    queues = [queue("a", gpu=(0, 3, 1))]
+    children = [gang(f"c{i}").queue("a").parent("p").min(2).gated_members(2, gpus=1) for i in range(2)]
+    result = run(gpu_nodes(1, 8), children, queues)
+    for i in range(2):
+        wait = result.for_gang(key(f"c{i}"))
+        assert isinstance(wait, Wait) and wait.reason == Reason.QUEUE_LIMIT
+        assert wait.message.startswith("with its sibling groups of parent p: queue a would exceed its limit")
+    result = run(gpu_nodes(1, 8), children, [queue("a", gpu=(0, 4, 1))])
+    assert admitted(result) == ["c0", "c1"]
