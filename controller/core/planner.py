@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controller.core import messages as msg
+from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
 from controller.core.model import (
     Admit,
@@ -102,6 +103,8 @@ class PlanningPass:
         self._shortfalls: dict[tuple[tuple[tuple[int, int], ...], int], str] = {}
         self._never: dict[tuple[tuple[int, int], ...], str | None] = {}
         self._unblocked: dict[tuple[tuple[tuple[int, int], ...], int], bool] = {}
+        self._requests: dict[int, dict[str, int]] = {}  # candidate id -> its request (queues)
+        self._reclaims = 0  # reclaim attempts in this pass (at most max_preemption_searches)
 
     # ---- driver ------------------------------------------------------------------------------
 
@@ -134,8 +137,7 @@ class PlanningPass:
         book = self.st.queues
         if book is None:
             return {}
-        admitted = {d.gang for d in decisions if isinstance(d, Admit)}
-        admitted.update(g.key for g in self.st.gangs if g.key in book.queue_of and self._is_admitted(g))
+        admitted = {d.gang for d in decisions if isinstance(d, Admit)} | book.holding
         waiting = {d.gang for d in decisions if isinstance(d, Wait | Preempt)} - admitted
         return book.report(admitted, waiting)
 
@@ -440,10 +442,16 @@ class PlanningPass:
         return sum(self.st.terminating.get(i, 0) for i in sorted(nodes))
 
     def _candidate_request(self, cand: Candidate) -> dict[str, int]:
+        found = self._requests.get(id(cand))
+        if found is not None:
+            return found
         names = self.st.resources.names
         out: dict[str, int] = {}
         for _, vec in cand.bookings:
-            add(out, {names[r]: a for r, a in vec})
+            for r, a in vec:
+                if r:  # not "pods"
+                    out[names[r]] = out.get(names[r], 0) + a
+        self._requests[id(cand)] = out
         return out
 
     def _preempt(self, gang: Gang, groups: Groups, items: list[tuple[Shape, int]]) -> Preempt | None:
@@ -462,17 +470,12 @@ class PlanningPass:
             if book is None or queue is None:
                 found = self.preemption.search(gang, items, signature(items))
             else:
-                same_queue = book.queue_of
 
-                def in_queue(cand: Candidate) -> bool:
-                    return (
-                        cand.priority < gang.priority
-                        and cand.gang is not None
-                        and same_queue.get(cand.gang) == queue
-                    )
+                def lower(cand: Candidate) -> bool:
+                    return cand.priority < gang.priority
 
                 found = self.preemption.search(
-                    gang, items, signature(items), in_queue, scope=f"queue:{queue}"
+                    gang, items, signature(items), lower, scope=f"queue:{queue}", queues=(queue,)
                 )
         reclaim = False
         if (
@@ -480,16 +483,29 @@ class PlanningPass:
             and book is not None
             and queue is not None
             and self.preemption.searches < self.cfg.max_preemption_searches
+            and self._reclaims < self.cfg.max_preemption_searches
         ):
             request = total_requests(p for _, ps in groups.values() for p in ps)
-            if book.may_reclaim(queue, request):
-                victim_filter = book.reclaim_filter(queue)
+            gpu = self.cfg.gpu_resource
+            victim_filter = book.reclaim_filter(queue) if book.may_reclaim(queue, request) else None
+            if (
+                victim_filter is not None
+                and victim_filter.queues
+                and request.get(gpu, 0) <= self.cap.sums[GPU] + victim_filter.room(gpu)
+            ):
+                accepts = victim_filter.accepts
 
                 def reclaimable(cand: Candidate) -> bool:
-                    return victim_filter.accepts(book.queue(cand.gang), self._candidate_request(cand))
+                    return accepts(cand.queue, self._candidate_request(cand))
 
+                self._reclaims += 1  # every attempt counts: each may scan all candidates
                 found = self.preemption.search(
-                    gang, items, signature(items), reclaimable, scope=f"reclaim:{queue}"
+                    gang,
+                    items,
+                    signature(items),
+                    reclaimable,
+                    scope=f"reclaim:{queue}",
+                    queues=victim_filter.queues,
                 )
                 reclaim = found is not None
         if found is None:

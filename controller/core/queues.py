@@ -12,11 +12,12 @@ limit (never exceeded; None: unlimited) and an over-quota weight. Gangs belong t
   capped at what the queue requests and at its limit; scaled down by quota when they exceed the
   total), then what is left, in proportion to the over-quota weights, each capped at its request
   and limit, re-spread until nothing is left or nobody can take more.
-- **order**: gangs with a queue are re-ranked among the places they hold in today's order (so a
-  gang without a queue keeps its place): from the root down, the child queue furthest below its
-  fair share goes next (its usage over its fair share, on the resource where that ratio is
-  highest; ties by its next gang's priority, then age), its gangs by priority, then age. Each gang
-  taken is assumed admitted for the rest of the ordering.
+- **order**: gangs with a queue and gated members waiting are re-ranked among the places they
+  hold in today's order (so a gang without a queue, or with nothing waiting, keeps its place):
+  from the root down, the child queue furthest below its fair share goes next (its usage over
+  its fair share, on the resource where that ratio is highest; ties by its next gang's priority,
+  then age), its gangs by priority, then age. Each gang taken is assumed admitted for the rest of
+  the ordering.
 - **limits**: a gang is admitted only if its queue and every ancestor stay within their limits.
 - **reclaim**: a gang whose queue stays within its quota may evict whole gangs of queues using
   more than their fair share, never taking a victim queue -- or an ancestor it does not share
@@ -29,7 +30,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from controller.core import messages as msg
-from controller.core.model import Gang, GangKey, Pod, Queue, QueueReport, QueueResource, Reason, Snapshot
+from controller.core.model import Gang, GangKey, Pod, Queue, QueueReport, QueueResource, Reason
 from controller.core.ordering import gang_order
 
 Amounts = dict[str, int]
@@ -163,58 +164,64 @@ def fair_shares(
 class QueueBook:
     """Queue state for one pass: usage (changing as the pass admits and evicts), fair shares."""
 
-    def __init__(self, snapshot: Snapshot, gangs: Sequence[Gang], gpu_resource: str) -> None:
-        self.tree = QueueTree(snapshot.queues)
+    def __init__(
+        self, queues: Mapping[str, Queue], gangs: Sequence[Gang], free: Mapping[str, int], gpu_resource: str
+    ) -> None:
+        """``free``: the free room of Ready, schedulable nodes (what every pod leaves)."""
+        self.tree = QueueTree(queues)
         self.gpu_resource = gpu_resource
-        self.usage: dict[str, Amounts] = {name: {} for name in self.tree.queues}
-        self.requested: dict[str, Amounts] = {name: {} for name in self.tree.queues}
         self.waiting: dict[GangKey, Amounts] = {}  # what each queued gang still asks for
         self.queue_of: dict[GangKey, str] = {}  # gangs of a valid leaf queue
-        queued_uids: set[str] = set()
+        self.holding: set[GangKey] = set()  # queued gangs with members that hold room
+        holding_of: dict[str, Amounts] = {}
+        asking_of: dict[str, Amounts] = {}
+        valid: dict[str, bool] = {}
         for gang in gangs:
-            if gang.queue is None or self.tree.why_not(gang.queue) is not None:
+            queue = gang.queue
+            if queue is None:
                 continue
-            self.queue_of[gang.key] = gang.queue
-            holding: Amounts = {}
+            ok = valid.get(queue)
+            if ok is None:
+                ok = valid[queue] = self.tree.why_not(queue) is None
+            if not ok:
+                continue
+            self.queue_of[gang.key] = queue
+            holding = holding_of.setdefault(queue, {})
             asking: Amounts = {}
+            admitted = gang.admitted
+            held = False
             for pod in gang.members:
-                queued_uids.add(pod.uid)
-                if pod.finished or pod.terminating:
+                phase = pod.phase
+                if phase == "Succeeded" or phase == "Failed" or pod.terminating:  # noqa: PLR1714
                     continue
-                if pod.holds_capacity or pod.uid in gang.admitted:
+                if pod.node_name is not None or pod.nominated_node is not None or pod.uid in admitted:
                     add(holding, pod.requests)
+                    held = True
                 elif pod.gated:
                     add(asking, pod.requests)
             self.waiting[gang.key] = asking
-            for q in self.tree.path(gang.queue):
-                add(self.usage[q], holding)
-                add(self.requested[q], holding)
-                add(self.requested[q], asking)
+            if held:
+                self.holding.add(gang.key)
+            add(asking_of.setdefault(queue, {}), asking)
+        self.leaves_in_use = frozenset(self.queue_of.values())
+        # Subtrees: each leaf's sums added to it and its ancestors once.
+        self.usage: dict[str, Amounts] = {name: {} for name in self.tree.queues}
+        self.requested: dict[str, Amounts] = {name: {} for name in self.tree.queues}
+        for leaf in sorted(set(holding_of) | set(asking_of)):
+            for q in self.tree.path(leaf):
+                add(self.usage[q], holding_of.get(leaf, {}))
+                add(self.requested[q], holding_of.get(leaf, {}))
+                add(self.requested[q], asking_of.get(leaf, {}))
         # Declared resources take part in fairness; the GPU always does.
         names = {gpu_resource}
-        for queue in self.tree.queues.values():
-            names.update(queue.resources)
+        for spec in self.tree.queues.values():
+            names.update(spec.resources)
         self.resources = sorted(names - {"pods"})
-        self.capacity = self._capacity(snapshot, queued_uids)
+        # What queues share: the free room plus what queued gangs hold themselves.
+        self.capacity: Amounts = {name: max(0, amount) for name, amount in free.items()}
+        for root in self.tree.roots:
+            add(self.capacity, self.usage[root])
         self.fair = fair_shares(self.tree, self.requested, self.capacity, self.resources)
-        self.reclaimed: dict[str, int] = {}
-
-    def _capacity(self, snapshot: Snapshot, queued: set[str]) -> Amounts:
-        """Allocatable of Ready, schedulable nodes, minus what pods outside every queue hold."""
-        total: Amounts = {}
-        usable = set()
-        for node in snapshot.nodes:
-            if node.ready and not node.unschedulable and node.name not in usable:
-                usable.add(node.name)
-                add(total, node.allocatable)
-        for pod in snapshot.pods:
-            if (
-                pod.uid not in queued
-                and pod.holds_capacity
-                and (pod.node_name or pod.nominated_node) in usable
-            ):
-                add(total, pod.requests, -1)
-        return {name: max(0, amount) for name, amount in total.items()}
 
     # ---- membership --------------------------------------------------------------------------------
 
@@ -276,57 +283,64 @@ class QueueBook:
         """``gangs`` (in today's order) with queued gangs re-ranked among their places by fairness."""
         per_queue: dict[str, list[Gang]] = {}
         places = []
+        waiting = self.waiting
         for i, gang in enumerate(gangs):
             q = self.queue_of.get(gang.key)
-            if q is not None:
+            # Only gangs with members waiting take turns; a running gang keeps its place.
+            if q is not None and waiting.get(gang.key):
                 per_queue.setdefault(q, []).append(gang)
                 places.append(i)
         if not places:
             return list(gangs)
+        order_of = {gang.key: gang_order(gang) for lst in per_queue.values() for gang in lst}
         projected = {q: dict(amounts) for q, amounts in self.usage.items()}
-        heads = {q: 0 for q in per_queue}
-        # Per queue: its subtree still has gangs to take -> the next one (for ties).
+        heads = dict.fromkeys(per_queue, 0)
+        # Per queue with gangs left in its subtree: its next gang, and its rank among its siblings
+        # (how far below its fair share, then that gang's priority and age).
         next_of: dict[str, Gang | None] = {}
+        rank: dict[str, tuple[float, tuple[int, float, str, str], str] | None] = {}
+        kids = self.tree.kids
+        ratio = self._ratio
+
+        def pick(candidates: Sequence[str]) -> str | None:
+            best = None
+            for q in candidates:
+                key = rank.get(q)
+                if key is not None and (best is None or key < best):
+                    best = key
+            return None if best is None else best[2]
 
         def refresh(q: str) -> None:
-            kids = self.tree.kids(q)
-            if not kids:
+            children = kids(q)
+            if children:
+                best = pick(children)
+                head = None if best is None else next_of[best]
+            else:
                 lst = per_queue.get(q, [])
                 k = heads.get(q, 0)
-                next_of[q] = lst[k] if k < len(lst) else None
-                return
-            best = self._pick(kids, projected, next_of)
-            next_of[q] = None if best is None else next_of[best]
+                head = lst[k] if k < len(lst) else None
+            next_of[q] = head
+            rank[q] = None if head is None else (ratio(q, projected[q]), order_of[head.key], q)
 
         valid = [q for q in self.tree.queues if q not in self.tree.broken]
         for q in sorted(valid, key=lambda name: (-len(self.tree.path(name)), name)):  # leaves up
             refresh(q)
+        paths = {leaf: self.tree.path(leaf) for leaf in per_queue}
         out = list(gangs)
         for place in places:
-            leaf = self._pick(self.tree.roots, projected, next_of)
-            while leaf is not None and self.tree.kids(leaf):
-                leaf = self._pick(self.tree.kids(leaf), projected, next_of)
+            leaf = pick(self.tree.roots)
+            while leaf is not None and kids(leaf):
+                leaf = pick(kids(leaf))
             assert leaf is not None  # a queued gang is left, so some leaf has one
             gang = per_queue[leaf][heads[leaf]]
             heads[leaf] += 1
             out[place] = gang
-            for q in self.tree.path(leaf):
-                add(projected[q], self.waiting.get(gang.key, {}))
+            asking = self.waiting.get(gang.key)
+            for q in paths[leaf]:
+                if asking:
+                    add(projected[q], asking)
                 refresh(q)
         return out
-
-    def _pick(
-        self, candidates: Sequence[str], projected: Mapping[str, Amounts], next_of: Mapping[str, Gang | None]
-    ) -> str | None:
-        best: tuple[float, tuple[int, float, str, str], str] | None = None
-        for q in candidates:
-            head = next_of.get(q)
-            if head is None:
-                continue
-            key = (self._ratio(q, projected[q]), gang_order(head), q)
-            if best is None or key < best:
-                best = key
-        return None if best is None else best[2]
 
     # ---- reclaim ---------------------------------------------------------------------------------
 
@@ -370,12 +384,22 @@ class VictimFilter:
         self.book = book
         self.shared = set(book.tree.path(reclaimer))
         self.taken: dict[str, Amounts] = {}
+        # Leaf queues that may give room back: not the reclaimer's, above their fair share.
+        self.queues = frozenset(
+            q for q in book.leaves_in_use if q not in self.shared and self._above_fair_share(q)
+        )
+
+    def room(self, resource: str) -> int:
+        """At most this much of ``resource`` can be reclaimed (what victim queues hold above quota)."""
+        book = self.book
+        return sum(
+            max(0, book.usage[q].get(resource, 0) - book.tree.resource(q, resource).quota)
+            for q in self.queues
+        )
 
     def accepts(self, queue: str | None, request: Mapping[str, int]) -> bool:
         book = self.book
-        if queue is None or queue in self.shared:
-            return False
-        if not self._above_fair_share(queue):
+        if queue is None or queue not in self.queues:
             return False
         branch = [q for q in book.tree.path(queue) if q not in self.shared]
         for q in branch:

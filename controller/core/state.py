@@ -75,11 +75,6 @@ class PassState:
         self.eligibility = Eligibility(self.nodes)
         self.shapes = ShapeBook(self.resources, self.eligibility)
         self.gangs = unique_gangs(snapshot.gangs)
-        # Queues (if any) re-rank queued gangs by fairness; a gang without a queue keeps its place.
-        self.queues: QueueBook | None = None
-        if snapshot.queues:
-            self.queues = QueueBook(snapshot, self.gangs, config.gpu_resource)
-            self.gangs = self.queues.order(self.gangs)
         self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
         self._gang_by_key: dict[GangKey, Gang] | None = None
 
@@ -90,6 +85,19 @@ class PassState:
         self.min_running_priority: int | None = None
         free = [list(row) for row in self.alloc]
         self._count_usage(free)
+        # Queues (if any) re-rank queued gangs by fairness; a gang without a queue keeps its place.
+        self.queues: QueueBook | None = None
+        if snapshot.queues:
+            room = [0] * width
+            for i, row in enumerate(free):
+                if self.eligibility.candidate[i]:
+                    for r, amount in enumerate(row):
+                        if amount > 0:
+                            room[r] += amount
+            free_room = {name: room[r] for r, name in enumerate(self.resources.names)}
+            self.queues = QueueBook(snapshot.queues, self.gangs, free_room, config.gpu_resource)
+            self.gangs = self.queues.order(self.gangs)
+            self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
         domains = []
         for label in (config.rack_label, config.zone_label):
             per_node = [node.labels.get(label) for node in self.nodes]
