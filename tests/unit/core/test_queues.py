@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import pytest
@@ -312,3 +313,43 @@ def test_kai_sibling_groups_start_together_only_within_the_limit() -> None:
         assert wait.message.startswith("with its sibling groups of parent p: queue a would exceed its limit")
     result = run(gpu_nodes(1, 8), children, [queue("a", gpu=(0, 4, 1))])
     assert admitted(result) == ["c0", "c1"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_no_plan_takes_a_queue_or_its_parent_beyond_its_limit(seed: int) -> None:
+    rng = random.Random(seed)
+    queues = [queue("d0", gpu=(4, rng.choice([None, 6, 10]), 1)), queue("d1", gpu=(4, None, 1))]
+    leaves = []
+    for d in ("d0", "d1"):
+        for t in range(2):
+            name = f"{d}-t{t}"
+            leaves.append(name)
+            queues.append(queue(name, d, gpu=(2, rng.choice([None, 3, 5]), rng.choice([0, 1, 2]))))
+    gangs: list[GangBuilder] = []
+    for i in range(12):
+        per_pod, size = rng.choice([(1, 1), (1, 2), (2, 2), (4, 1)])
+        gangs.append(
+            gang(f"g{i}")
+            .queue(rng.choice(leaves))
+            .min(size)
+            .max(size + rng.choice([0, 2]))  # elastic members too
+            .created(NOW - 100 + i)
+            .gated_members(size + 2, gpus=per_pod)
+        )
+    result = run(gpu_nodes(3, 8), gangs, queues)
+    used: dict[str, int] = {}
+    parent = {q.name: q.parent for q in queues}
+    by_key = {built.key: built for built in (g.build() for g in gangs)}
+    assert any(isinstance(d, Admit) for d in result.decisions)
+    for d in result.decisions:
+        if isinstance(d, Admit):
+            q: str | None = by_key[d.gang].queue
+            while q is not None:
+                used[q] = used.get(q, 0) + sum(
+                    m.requests.get(GPU, 0) for m in by_key[d.gang].members if m.uid in d.placement
+                )
+                q = parent[q]
+    for spec in queues:
+        limit = spec.resources[GPU].limit
+        assert limit is None or used.get(spec.name, 0) <= limit, (spec.name, used, limit)
+        assert result.queues[spec.name].allocated.get(GPU, 0) == used.get(spec.name, 0)
