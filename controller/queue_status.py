@@ -55,11 +55,11 @@ class QueueStatusWriter:
 
     async def write(self, plan: Plan, decisions: Iterable[Decision]) -> None:
         self._count_reclaims(decisions)
+        records = self.store.queues.records()
+        self._gauges(plan.queues, records)  # also clears them once the last queue is gone
         if not plan.queues:
             return
-        records = self.store.queues.records()
         broken = QueueTree({name: rec.queue for name, rec in records.items()}).broken
-        self._gauges(plan.queues, records)
         for name, report in plan.queues.items():
             record = records.get(name)
             if record is None:
