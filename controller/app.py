@@ -21,6 +21,7 @@ from controller.informer import Informer
 from controller.kube import Kube
 from controller.leader import LeaderElector
 from controller.metrics import ControllerMetrics
+from controller.queue_feed import queue_sinks
 from controller.reconciler import REPLAN, Reconciler
 from controller.resources import ResourceType
 from controller.store import Store, sinks_for
@@ -29,7 +30,16 @@ from controller.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 
-WATCHED = [r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES]
+WATCHED = [
+    r.NODES,
+    r.NAMESPACES,
+    r.PODS,
+    r.PRIORITY_CLASSES,
+    r.PDBS,
+    r.WORKLOADS,
+    *r.PODGROUP_TYPES,
+    *r.QUEUE_TYPES,
+]
 
 
 def planner_config(settings: ControllerSettings) -> PlannerConfig:
@@ -104,6 +114,9 @@ class Controller:
 
     def _start_informers(self, types: list[ResourceType]) -> list[asyncio.Task[None]]:
         sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
+        sinks.update(
+            queue_sinks(self.store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None)
+        )
         informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         return [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in informers]

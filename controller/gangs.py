@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from controller import records
+from controller import queue_records, records
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
 from controller.store import PodGroupRecord, Store
@@ -219,7 +219,7 @@ def view(
         min_resources=_min_resources(record),
         admitted_at=admitted_at,
         parent=record.spec.get("parentPodGroup") or None,
-        queue=record.spec.get("queue") or None,
+        queue=_queue(record, members, store),
         held=dict(hold.placement) if hold else {},
         held_since=hold.at if hold else None,
     )
@@ -273,8 +273,21 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
         now=now,
         opted_in_namespaces=frozenset(store.opted_in),
         disruptions_allowed={k: b.disruptions_allowed for k, b in store.budgets.items()},
+        queues=store.queues.queues(),
     )
     return snap, views
+
+
+def _queue(record: PodGroupRecord, members: list[Pod], store: Store) -> str | None:
+    """The gang's queue (controller/queue_records.py says where it comes from)."""
+    parent_queue = None
+    parent_name = record.spec.get("parentPodGroup")
+    if parent_name:
+        parent = store.podgroup(GangKey(record.namespace, str(parent_name)))
+        if parent is not None:
+            parent_queue = queue_records.gang_queue(parent.spec, parent.labels, (), None)
+    default = store.queues.namespace_queue.get(record.namespace)
+    return queue_records.gang_queue(record.spec, record.labels, members, default, parent_queue)
 
 
 def _with_budget(pod: Pod, budget: str) -> Pod:

@@ -26,6 +26,7 @@ from controller.gangs import GangView
 from controller.kube import ApiError, Kube
 from controller.metrics import ControllerMetrics
 from controller.podgroups import PodGroupFactory, Sizing, waiting_message
+from controller.queue_status import QueueStatusWriter
 from controller.store import Hold, Store
 from controller.workqueue import WorkQueue
 
@@ -60,6 +61,7 @@ class Reconciler:
         self.timeout_action = timeout_action
         self.degraded_timeout = degraded_timeout
         self.podgroups = PodGroupFactory(kube, store)
+        self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
         self.bypass = GateBypassDetector(events, metrics)
         store.listeners.append(self.on_change)
@@ -137,6 +139,7 @@ class Reconciler:
         await self._degraded(views, decisions, now, failed)
         await self._timeouts(views, decisions, now)
         await self._write_statuses(views, decisions, now, failed)
+        await self.queue_status.write(the_plan, the_plan.decisions)
         self._release_stale_holds(views, decisions, now)
         if REPLAN in batch and self.executor.requeued_jobs:
             try:

@@ -19,6 +19,7 @@ from controller import resources as r
 from controller.admission_record import AdmissionRecord
 from controller.core.model import GangKey, Node, Pod
 from controller.kube import JSON
+from controller.queue_records import QueueRegistry
 from controller.resources import PODGROUP_TYPES, ResourceType
 from shared import constants as c
 from shared import grouplink
@@ -135,6 +136,8 @@ class Store:
     _holds: dict[GangKey, Hold] = field(default_factory=dict)
     # The admission of a PodGroup deleted while its gang lived: a PodGroup made again carries it.
     deleted_admissions: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
+    # Queues and namespace default queues (fed by controller/queue_feed.py).
+    queues: QueueRegistry = field(default_factory=QueueRegistry)
 
     # ---- notifications ---------------------------------------------------------------------------
     def _changed(self, key: GangKey | None) -> None:

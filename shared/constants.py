@@ -58,3 +58,12 @@ DEFAULT_SCHEDULER: Final = "default-scheduler"
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+
+# Queues: which queue a gang belongs to. The namespace label names its default; a workload, pod or
+# PodGroup label (or the PodGroup's spec.queue) overrides it. KAI's and Kueue's links are accepted.
+QUEUE_LABEL: Final = "phalanx.io/queue"
+KAI_QUEUE_LABEL: Final = "runai/queue"
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+QUEUE_LINK_LABELS: Final = (QUEUE_LABEL, KAI_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
+QUEUE_GROUP: Final = "scheduling.phalanx.io"
+QUEUE_VERSION: Final = "v1alpha1"

@@ -221,3 +221,52 @@ def invalid_creatable(creatable: int, min_member: int) -> str:
         f"minMember is {min_member} but the workload can only ever create {creatable} "
         f"{'member' if creatable == 1 else 'members'}"
     )
+
+
+# ---- queues ------------------------------------------------------------------------------------
+
+
+def queue_not_found(name: str) -> str:
+    return f"queue {name} does not exist"
+
+
+def queue_parent_missing(name: str, parent: str) -> str:
+    return f"queue {name} has parent {parent}, which does not exist"
+
+
+def queue_loop(name: str) -> str:
+    return f"queue {name} is its own ancestor (its parents form a loop)"
+
+
+def queue_not_leaf(name: str, children: Sequence[str]) -> str:
+    return f"queue {name} has child queues ({', '.join(children)}); gangs go to a queue without children"
+
+
+def queue_limit(queue: str, leaf: str, resource: str, used: int, limit: int, need: int) -> str:
+    """``queue team-a is at its limit: 8 of 8 nvidia.com/gpu; the gang needs 2``."""
+    whose = f"queue {queue}" if queue == leaf else f"queue {queue} (parent of {leaf})"
+
+    def amount(value: int) -> str:
+        return format_amount(resource, value)
+
+    if used >= limit:
+        head = f"{whose} is at its limit: {amount(used)} of {amount(limit)} {resource}"
+    else:
+        head = f"{whose} would exceed its limit: {amount(used)} of {amount(limit)} {resource} in use"
+    return f"{head}; the gang needs {amount(need)}"
+
+
+def reclaiming(
+    parts: Demand, victims: Sequence[tuple[str, str, int]], nodes: Sequence[str], limit: int
+) -> str:
+    """victims: (name, queue, pods)."""
+    listed = ", ".join(
+        f"{name} ({_plural(pods, 'pod')}, queue {queue})" for name, queue, pods in victims[:limit]
+    )
+    if len(victims) > limit:
+        listed += f", … (+{len(victims) - limit} more)"
+    pods = sum(v[2] for v in victims)
+    return (
+        f"reclaiming {_plural(pods, 'pod')} from queues above their fair share: {listed}; "
+        f"to place {demand(parts)} on {node_list(nodes, limit)}"
+    )

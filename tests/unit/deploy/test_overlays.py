@@ -159,6 +159,8 @@ def test_local_has_no_workloads_and_points_webhooks_at_localhost(built: dict[str
         "podgroups.scheduling.sigs.k8s.io",
         "podgroups.scheduling.x-k8s.io",
         "podgroups.scheduling.run.ai",
+        "queues.scheduling.phalanx.io",
+        "queues.scheduling.run.ai",
     }
     # The e2e controller runs with its own ServiceAccount's token: its RBAC must be here.
     assert can(objects, "phalanx-controller", "patch", "pods")
