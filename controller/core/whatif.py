@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core.config import PlannerConfig
+from controller.core.fit import pod_allows_node
 from controller.core.model import (
     Admit,
     Decision,
@@ -190,9 +191,17 @@ def _smallest(low: int, high: int, works: Callable[[int], bool]) -> int | None:
     return good
 
 
+def _waiting(gang: Gang) -> list[Pod]:
+    return [m for m in gang.members if m.gated and is_live(m) and m.uid not in gang.admitted]
+
+
 def _gpu_need(gang: Gang, resource: str) -> int:
-    gated = [m for m in gang.members if m.gated and is_live(m) and m.uid not in gang.admitted]
-    return sum(m.requests.get(resource, 0) for m in gated)
+    return sum(m.requests.get(resource, 0) for m in _waiting(gang))
+
+
+def _usable(gang: Gang, node: Node) -> bool:
+    """Could some waiting member run on the node (selectors, affinity, taints) given room?"""
+    return any(pod_allows_node(m, node) for m in _waiting(gang))
 
 
 def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> list[FreeOnNode]:
@@ -214,7 +223,7 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
     found: list[FreeOnNode] = []
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         held = sum(a for _, a, _ in holders.get(node.name, ()))
-        if not held:
+        if not held or not _usable(gang, node):
             continue
 
         def works(n: int, node: Node = node) -> bool:
@@ -245,11 +254,13 @@ def add_nodes(
     max_types: int = 16,
 ) -> list[AddNodes]:
     """Per kind of node (same allocatable, labels and taints), the fewest new ones that let the gang
-    start; fewest first. Cordoned and not-Ready nodes are not copied."""
+    start; fewest first. Only nodes some waiting member may use are copied (not cordoned or
+    not-Ready ones, nor those its selectors, affinity or taints rule out)."""
     config = config or PlannerConfig()
+    gang = _gang(snapshot, key)
     kinds: dict[tuple[object, ...], Node] = {}
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
-        if node.ready and not node.unschedulable:
+        if _usable(gang, node):  # Ready, schedulable, and allowed by a waiting member's constraints
             kinds.setdefault(_node_type(node), node)
     # Bigger nodes first: if the search is cut at max_types, the likeliest answers were tried.
     likes = sorted(kinds.values(), key=lambda n: (-n.allocatable.get(config.gpu_resource, 0), n.name))[
