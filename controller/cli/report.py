@@ -53,6 +53,8 @@ def _member_state(pod: Pod) -> str:
 
 
 MEMBERS_SHOWN = 16
+# Waits that more room could end (the others wait for members, gates, siblings, a valid spec).
+ROOM_REASONS = ("InsufficientCapacity", "Unschedulable", "BlockedByReservation", "Reserved", "Preempting")
 
 # ---- explain -----------------------------------------------------------------------------------
 
@@ -203,8 +205,14 @@ def explain_text(data: dict[str, Any]) -> str:
     if data["fixes"]:
         lines.append("It would start if you (each checked by re-planning):")
         lines.extend(f"  - {_fix_text(fix)}" for fix in data["fixes"])
+    elif d["action"] == "Wait" and d["reason"] in ROOM_REASONS:
+        lines.append(
+            "No single change searched (GPUs freed on one node, up to 64 new nodes like one it may "
+            "use, running gangs ended) starts it"
+            + (f" ahead of the {len(ahead)} gangs waiting before it." if ahead else ".")
+        )
     elif d["action"] == "Wait":
-        lines.append("No change of capacity alone would start it (see the decision).")
+        lines.append("Room is not what it waits for (see the decision).")
     lines.extend(f"Note:       {n}" for n in data["notes"])
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
 from controller.core.fit import pod_allows_node
 from controller.core.model import (
@@ -38,7 +39,7 @@ from controller.core.model import (
 )
 from controller.core.placement import best_partial
 from controller.core.planner import PlanningPass
-from controller.core.state import is_live, unique_gangs
+from controller.core.state import PassState, is_live, unique_gangs
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -192,7 +193,18 @@ def _smallest(low: int, high: int, works: Callable[[int], bool]) -> int | None:
 
 
 def _waiting(gang: Gang) -> list[Pod]:
-    return [m for m in gang.members if m.gated and is_live(m) and m.uid not in gang.admitted]
+    """Live members with no room yet: gated, or handed to the scheduler unbound before opting in."""
+    return [
+        m
+        for m in gang.members
+        if is_live(m) and not m.bound and not m.nominated_node and m.uid not in gang.admitted
+    ]
+
+
+def _needed(gang: Gang) -> int:
+    """How many waiting members must be placed for the gang to start (elastic ones are extra)."""
+    placed = sum(1 for m in gang.members if is_live(m)) - len(_waiting(gang))
+    return max(0, gang.min_member - placed)
 
 
 def _gpu_need(gang: Gang, resource: str) -> int:
@@ -202,6 +214,33 @@ def _gpu_need(gang: Gang, resource: str) -> int:
 def _usable(gang: Gang, node: Node) -> bool:
     """Could some waiting member run on the node (selectors, affinity, taints) given room?"""
     return any(pod_allows_node(m, node) for m in _waiting(gang))
+
+
+@dataclass(frozen=True, slots=True)
+class _Room:
+    """GPU arithmetic that bounds the searches before any planning: a node where even freeing
+    everything could not add enough members is never re-planned."""
+
+    per_member: int  # the smallest GPU request among waiting members (> 0)
+    free: dict[str, int]  # usable node -> GPUs free now
+    short: int  # members that cannot fit now even by GPU count alone (a lower bound)
+
+
+def _room(snapshot: Snapshot, gang: Gang, config: PlannerConfig) -> _Room | None:
+    resource = config.gpu_resource
+    waiting = _waiting(gang)
+    requests = [m.requests.get(resource, 0) for m in waiting]
+    if not requests or min(requests) <= 0:
+        return None  # some member needs no GPU: GPU counts bound nothing
+    per_member = min(requests)
+    state = PassState(snapshot, config)
+    free = {
+        name: max(0, state.capacity.free[i][GPU])
+        for i, name in enumerate(state.names)
+        if _usable(gang, state.nodes[i])
+    }
+    fit = sum(f // per_member for f in free.values())
+    return _Room(per_member, free, max(0, _needed(gang) - fit))
 
 
 def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> list[FreeOnNode]:
@@ -220,11 +259,17 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
             holders.setdefault(pod.node_name, []).append(
                 (f"{pod.namespace}/{pod.name}", amount, pod.group and f"{pod.namespace}/{pod.group}")
             )
+    room = _room(snapshot, gang, config)
     found: list[FreeOnNode] = []
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         held = sum(a for _, a, _ in holders.get(node.name, ()))
         if not held or not _usable(gang, node):
             continue
+        if room is not None:
+            free = room.free.get(node.name, 0)
+            gain = (free + held) // room.per_member - free // room.per_member
+            if gain < room.short:
+                continue  # even freeing all of it adds too few members
 
         def works(n: int, node: Node = node) -> bool:
             grown = replace(
@@ -241,8 +286,10 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
     return found
 
 
-def _node_type(node: Node) -> tuple[object, ...]:
-    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k != HOSTNAME))
+def _node_type(node: Node, config: PlannerConfig) -> tuple[object, ...]:
+    """Nodes alike but for their name and place (hostname, rack, zone) are one kind of node."""
+    own = (HOSTNAME, config.rack_label, config.zone_label)
+    labels = tuple(sorted((k, v) for k, v in node.labels.items() if k not in own))
     return (tuple(sorted(node.allocatable.items())), labels, node.taints)
 
 
@@ -261,14 +308,21 @@ def add_nodes(
     kinds: dict[tuple[object, ...], Node] = {}
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if _usable(gang, node):  # Ready, schedulable, and allowed by a waiting member's constraints
-            kinds.setdefault(_node_type(node), node)
+            kinds.setdefault(_node_type(node, config), node)
     # Bigger nodes first: if the search is cut at max_types, the likeliest answers were tried.
     likes = sorted(kinds.values(), key=lambda n: (-n.allocatable.get(config.gpu_resource, 0), n.name))[
         :max_types
     ]
     taken = {n.name for n in snapshot.nodes}
+    room = _room(snapshot, gang, config)
     found: list[AddNodes] = []
     for like in likes:
+        least = 1
+        if room is not None:
+            per_node = like.allocatable.get(config.gpu_resource, 0) // room.per_member
+            if per_node == 0:
+                continue
+            least = max(1, -(-room.short // per_node))  # fewer new nodes cannot hold the missing members
 
         def works(k: int, like: Node = like) -> bool:
             copies = []
@@ -279,7 +333,7 @@ def add_nodes(
                 copies.append(replace(like, name=name, labels={**like.labels, HOSTNAME: name}))
             return starts(replace(snapshot, nodes=(*snapshot.nodes, *copies)), key, config)
 
-        count = _smallest(1, max_nodes, works)
+        count = _smallest(least, max_nodes, works)
         if count is not None:
             found.append(AddNodes(like.name, count, tuple(sorted(like.allocatable.items()))))
     found.sort(key=lambda a: (a.count, a.count * dict(a.allocatable).get(config.gpu_resource, 0), a.like))

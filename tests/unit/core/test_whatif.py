@@ -159,3 +159,29 @@ def test_explain_a_gang_short_of_members_suggests_no_room() -> None:
 def test_explain_unknown_gang() -> None:
     with pytest.raises(KeyError):
         explain(snapshot([node("a")]), BIG)
+
+
+def test_an_elastic_gang_needs_room_for_its_minimum_only() -> None:
+    elastic = gang("big").min(7).max(16).created(NOW - 10).gated_members(16, gpus=1)
+    snap = snapshot([node("a").gpus(8)], [running("small", ["a"] * 2), elastic])  # type: ignore[list-item]
+    assert not starts(snap, BIG, CFG)
+    [free] = free_on_node(snap, BIG, CFG)
+    assert free.amount == 1  # 6 free + 1 = the minimum of 7, not room for all 16
+    [more] = add_nodes(snap, BIG, CFG)
+    assert more.count == 1
+
+
+def test_nodes_the_gang_may_not_use_are_neither_freed_nor_copied() -> None:
+    snap = snapshot(
+        [node("a").gpus(8), node("t").gpus(8).taint("dedicated", "other")],
+        [
+            running("small", ["a"] * 3),
+            gang("other")
+            .min(8)
+            .running_members(["t"] * 8)
+            .admitted({f"ns/other-{k}": "t" for k in range(8)}),
+            waiting_big(),
+        ],  # type: ignore[list-item]
+    )
+    assert [f.node for f in free_on_node(snap, BIG, CFG)] == ["a"]
+    assert [f.like for f in add_nodes(snap, BIG, CFG)] == ["a"]
