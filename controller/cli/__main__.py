@@ -43,20 +43,35 @@ def _context_namespace(path: str) -> str:
     return "default"
 
 
-def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    common.add_argument("-n", "--namespace", help="namespace (default: the context's)")
-    common.add_argument("-o", "--output", choices=FORMATS, default="table")
-    common.add_argument(
+def _common(parser: argparse.ArgumentParser, top: bool) -> None:
+    """Flags accepted before the command and after it (``kubectl phalanx -n x top`` and
+    ``kubectl phalanx top -n x``): after it, an absent flag must not reset one given before."""
+
+    def default(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--kubeconfig",
+        default=default(None),
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    parser.add_argument("-n", "--namespace", default=default(None), help="namespace (default: the context's)")
+    parser.add_argument("-o", "--output", choices=FORMATS, default=default("table"))
+    parser.add_argument(
         "--controller",
-        default="phalanx-system/phalanx-controller",
+        default=default("phalanx-system/phalanx-controller"),
         help="namespace/name of the controller Deployment whose planner settings to use",
     )
+
+
+def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="kubectl phalanx",
         description="Explain, watch and audit Phalanx gang scheduling (read-only).",
     )
+    _common(top, top=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _common(common, top=False)
     sub = top.add_subparsers(dest="command", required=True)
     explain = sub.add_parser(
         "explain",
@@ -80,7 +95,11 @@ async def _run(args: argparse.Namespace) -> int:
     if len(controller) != 2:
         print("--controller must be namespace/name", file=sys.stderr)
         return EXIT_USAGE
-    kube = await KubeClient.connect(path)
+    try:
+        kube = await KubeClient.connect(path)
+    except Exception as err:  # kubeconfig missing, unreadable or without a usable context
+        print(f"error: cannot use kubeconfig {path}: {err}", file=sys.stderr)
+        return EXIT_API
     try:
         state = await load(kube, time.time(), controller=(controller[0], controller[1]))
     finally:
