@@ -277,5 +277,22 @@ def top_text(rows: list[dict[str, Any]]) -> str:
     shown = [
         {**r, "wait": duration(r["waitingSeconds"]) if r["waitingSeconds"] is not None else "-"} for r in rows
     ]
-    columns = TOP_COLUMNS if any(r["queue"] for r in rows) else [c for c in TOP_COLUMNS if c[0] != "queue"]
-    return table(shown, columns)
+    if not any(r["queue"] for r in rows):
+        return table(shown, [c for c in TOP_COLUMNS if c[0] != "queue"])
+    return f"{table(shown, TOP_COLUMNS)}\n\n{table(queue_rows(rows), QUEUE_COLUMNS)}"
+
+
+QUEUE_COLUMNS = [("queue", "QUEUE"), ("gangs", "GANGS"), ("pending", "PENDING"), ("gpusHeld", "GPUS")]
+
+
+def queue_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per queue (gangs without one under ``-``): gangs, how many are not admitted, GPUs held."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        q = out.setdefault(
+            r["queue"] or "-", {"queue": r["queue"] or "-", "gangs": 0, "pending": 0, "gpusHeld": 0}
+        )
+        q["gangs"] += 1
+        q["pending"] += 1 if r["waitingSeconds"] is not None else 0
+        q["gpusHeld"] += r["gpusHeld"]
+    return sorted(out.values(), key=lambda q: str(q["queue"]))

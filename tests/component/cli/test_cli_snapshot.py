@@ -170,3 +170,16 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
     assert settings.preemption is False and settings.starvation_age_seconds == 60
     assert source == "Deployment phalanx-system/phalanx-controller"
     assert controller_settings(None)[1] == "defaults"
+
+
+async def test_top_sums_up_queues_when_gangs_have_them() -> None:
+    kube = eight_on_five_free()
+    kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
+    state = await state_of(kube)
+    rows = report.top_rows(state, None)
+    assert {r["name"]: r["queue"] for r in rows} == {"small": "research", "big": None}
+    assert report.queue_rows(rows) == [
+        {"queue": "-", "gangs": 1, "pending": 1, "gpusHeld": 0},
+        {"queue": "research", "gangs": 1, "pending": 0, "gpusHeld": 3},
+    ]
+    assert "QUEUE" in report.top_text(rows)
