@@ -183,3 +183,35 @@ async def test_top_sums_up_queues_when_gangs_have_them() -> None:
         {"queue": "research", "gangs": 1, "pending": 0, "gpusHeld": 3},
     ]
     assert "QUEUE" in report.top_text(rows)
+
+
+async def test_statefulset_and_mpijob_targets_find_their_gangs() -> None:
+    kube = eight_on_five_free()
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "web-uid"}
+    kube.seed(r.PODS, *gang(2, "web", owner=sts))
+    # mpi-operator: workers owned by the MPIJob, the launcher pod by a Job the MPIJob owns.
+    mpi = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "pi", "uid": "pi-uid"}
+    launcher = {"apiVersion": "batch/v1", "kind": "Job", "name": "pi-launcher", "uid": "launcher-uid"}
+    kube.seed(r.PODS, *gang(2, "pi", prefix="pi-worker", owner=mpi, min_member=3))
+    kube.seed(r.PODS, pod("pi-launcher-x", "pi", owner=launcher, min_member=3))
+    kube.seed(
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "pi-launcher",
+                "namespace": NS,
+                "ownerReferences": [{**mpi, "controller": True}],
+            },
+            "spec": {},
+        },
+    )
+    state = await state_of(kube)
+    assert targets.resolve(state, NS, "sts/web") == [GangKey(NS, "web")]
+    assert targets.resolve(state, NS, "statefulset.apps/web") == [GangKey(NS, "web")]
+    assert targets.resolve(state, NS, "mpijob/pi") == [GangKey(NS, "pi")]
+    assert targets.resolve(state, NS, "job/pi-launcher") == [GangKey(NS, "pi")]
+    data = report.explain_data(state, GangKey(NS, "pi"))
+    assert {m["name"] for m in data["members"]} == {"pi-worker-0", "pi-worker-1", "pi-launcher-x"}
+    assert data["podGroup"]["minMember"] == 3
