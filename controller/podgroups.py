@@ -156,6 +156,19 @@ class PodGroupFactory:
             "spec": spec,
         }
 
+    def sizing(self, key: GangKey) -> Sizing | None:
+        """The size of a gang that has no PodGroup and needs one (None: it needs none now)."""
+        members = [p for p in self.store.members(key) if not p.terminating]
+        live = [p for p in members if not p.finished]
+        if not any(p.gated for p in live) and not (live and key in self.store.deleted_admissions):
+            return None
+        return declared_size(key, members, self.store)
+
+    def planned(self, key: GangKey) -> dict[str, Any] | None:
+        """The PodGroup ``ensure`` would create for a gang that has none now, if any."""
+        sizing = self.sizing(key) if not self.store.podgroup_records(key) else None
+        return self.manifest(key, sizing) if sizing is not None and sizing.known else None
+
     async def ensure(self, key: GangKey) -> Sizing | None:
         """Bring the gang's PodGroup in line. Returns the sizing its members wait for, if they wait."""
         if key.namespace in self.store.terminating_namespaces:
@@ -167,12 +180,8 @@ class PodGroupFactory:
         if records:
             await self._follow_source(key, records[0])
             return None
-        members = [p for p in self.store.members(key) if not p.terminating]
-        live = [p for p in members if not p.finished]
-        if not any(p.gated for p in live) and not (live and key in self.store.deleted_admissions):
-            return None
-        sizing = declared_size(key, members, self.store)
-        if not sizing.known:
+        sizing = self.sizing(key)
+        if sizing is None or not sizing.known:
             return sizing
         body = self.manifest(key, sizing)
         try:

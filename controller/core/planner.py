@@ -391,7 +391,8 @@ class PlanningPass:
         """Fewer members than minMember exist. If the whole gang, its missing members shaped like
         the first ones, could never run on this cluster, waiting for them is not the news."""
         if live:
-            items = self._items(self._groups(live))
+            # In member order, not snapshot order: the same gang must give the same answer.
+            items = self._items(self._groups(sorted(live, key=member_order)))
             shape, count = items[0]
             never = self._never_fits([(shape, count + gang.min_member - len(live)), *items[1:]])
             if never is not None:
