@@ -23,7 +23,7 @@ OPERATORS=(
   "kuberay|github.com/ray-project/kuberay/ray-operator|v1.4.2|.|config/crd/bases/ray.io_rayclusters.yaml config/crd/bases/ray.io_rayjobs.yaml config/crd/bases/ray.io_rayservices.yaml"
   "jobset|sigs.k8s.io/jobset|v0.10.1|.|config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml config/components/webhook/manifests.yaml"
   "lws|sigs.k8s.io/lws|v0.7.0|cmd|config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml config/webhook/manifests.yaml"
-  "trainer|github.com/kubeflow/trainer/v2|v2.0.0|cmd/trainer-controller-manager|manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml manifests/base/webhook/manifests.yaml"
+  "trainer|github.com/kubeflow/trainer/v2|v2.0.0|cmd/trainer-controller-manager|manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml manifests/base/webhook/manifests.yaml manifests/base/runtimes/torch_distributed.yaml"
 )
 
 say() { printf '[build-operators %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
@@ -75,39 +75,44 @@ GO
   echo "replace $module => ./src" >>"$work/go.mod"
 }
 
+# The operator's manifests, copied from its module archive (cheap, so redone when the list grows).
+copy_manifests() {
+  local src=$1 out=$2 manifests=$3
+  mkdir -p "$out/manifests"
+  for m in $manifests; do
+    local dest; dest="$out/manifests/$(tr / _ <<<"$m")"
+    [ -f "$dest" ] && continue
+    [ -f "$src/$m" ] || die "the module archive has no $m"
+    cp "$src/$m" "$dest"; chmod u+w "$dest"
+  done
+}
+
 build_one() {
   local name=$1 module=$2 version=$3 main=$4 manifests=$5
   local out="$CACHE/operators/$name-$version"
-  if [ -x "$out/$name" ] && [ -f "$out/.complete" ]; then
-    say "$name $version: cached"
-    echo "$name $out"
-    return
-  fi
-  local start; start=$(date +%s)
   local json src upstream_mod
   json=$(go mod download -json "$module@$version") || die "the Go module proxy refused $module@$version"
   src=$(sed -n 's/.*"Dir": "\(.*\)".*/\1/p' <<<"$json")
   upstream_mod=$(sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' <<<"$json")
   [ -d "$src" ] && [ -f "$upstream_mod" ] || die "no source archive for $module@$version"
+  copy_manifests "$src" "$out" "$manifests"
+  if [ -x "$out/$name" ]; then
+    say "$name $version: cached"
+    echo "$name $out"
+    return
+  fi
+  local start; start=$(date +%s)
   local work="$CACHE/work/operator-$name-$version"
   make_module "$work" "$module" "$version" "$upstream_mod"
-  local pkg="$module"; [ "$main" = "." ] || pkg="$module/$main"
   [ "$name" = mpi-operator ] && mpi_health_port "$work" "$src" "$module"
+  local pkg="$module"; [ "$main" = "." ] || pkg="$module/$main"
   printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$work/tools.go"
   say "$name $version: resolving modules"
   (cd "$work" && go mod tidy -e >/dev/null 2>"$work/tidy.log") || { tail -n 20 "$work/tidy.log" >&2; die "go mod tidy failed for $name"; }
   say "  building $name (cold: 3-8 minutes on 2 cores)"
-  mkdir -p "$out"
   (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$out/$name.tmp" "$pkg") \
     || die "go build of $name failed"
   mv "$out/$name.tmp" "$out/$name"
-  mkdir -p "$out/manifests"
-  for m in $manifests; do
-    [ -f "$src/$m" ] || die "$module@$version has no $m"
-    cp "$src/$m" "$out/manifests/$(tr / _ <<<"$m")"
-  done
-  chmod -R u+w "$out/manifests"
-  touch "$out/.complete"
   say "  $name: done in $(( $(date +%s) - start ))s"
   echo "$name $out"
 }
