@@ -209,3 +209,22 @@ class Operators:
 
     def __exit__(self, *_: Any) -> None:
         self.down()
+
+
+def stop_leftover_operators(workdir: Path) -> list[int]:
+    """Stop operator processes a crashed or kept session left running; returns their pids."""
+    stopped = []
+    binaries = {f"/{name}".encode() for name in SPECS}
+    for pid_file in sorted((workdir / "operators").glob("*.pid")):
+        try:
+            pid = int(pid_file.read_text().strip())
+            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except (OSError, ValueError):
+            pid_file.unlink(missing_ok=True)
+            continue
+        # Only a process that is still one of ours (pids are reused): the cached operator binary.
+        if any(program.endswith(b) for b in binaries) and b"/operators/" in program:
+            procs.terminate([pid])
+            stopped.append(pid)
+        pid_file.unlink(missing_ok=True)
+    return stopped
