@@ -286,6 +286,13 @@ def test_each_leaderworkerset_group_is_a_gang_of_its_own(
         lambda: count_bound(cluster, ns, group(0)) + count_bound(cluster, ns, group(1)) == 6, 60, what="both"
     )
 
+    # Scaled up: the new replica is a gang of its own, which waits whole for room.
+    cluster.kubectl("scale", "leaderworkerset", name, "-n", ns, "--replicas=3")
+    eventually(lambda: len(live(cluster, ns, group(2))) == 3, 60, what="the third group's 3 pods")
+    stays(lambda: count_bound(cluster, ns, group(2)) == 0, 3.0, what="the third group waits whole")
+    pool.add(1, gpus=3)
+    eventually(lambda: count_bound(cluster, ns, group(2)) == 3, 60, what="the third group bound")
+
 
 # ---- TrainJob -------------------------------------------------------------------------------------
 def test_a_trainjob_is_one_gang_owned_by_the_trainjob(
@@ -313,3 +320,40 @@ def test_a_trainjob_is_one_gang_owned_by_the_trainjob(
 
     pool.add(1, gpus=2)
     eventually(lambda: count_bound(cluster, ns, selector) == 3, 60, what="all 3 nodes bound")
+
+
+def test_a_raycluster_grows_beyond_min_replicas_as_elastic_members(
+    cluster: LocalCluster, operators: Operators, gang_namespace: str, pool: NodePool
+) -> None:
+    operators.ensure("kuberay")
+    ns, name = gang_namespace, "elastic"
+    selector = f"ray.io/cluster={name}"
+    template = {"spec": {"nodeSelector": pool.selector, "containers": [{**_container(1), "name": "ray"}]}}
+    ray = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "headGroupSpec": {"rayStartParams": {}, "template": template},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "gpu",
+                    "replicas": 1,
+                    "minReplicas": 1,
+                    "maxReplicas": 3,
+                    "rayStartParams": {},
+                    "template": template,
+                }
+            ],
+        },
+    }
+    pool.add(1, gpus=4)
+    warnings = apply(cluster, ns, ray)
+    assert "2 pods" in warnings, warnings  # head + 1 worker at minReplicas
+    eventually(lambda: count_bound(cluster, ns, selector) == 2, 60, what="head + 1 worker bound")
+    assert podgroup(cluster, ns, name)["spec"]["minMember"] == 2
+
+    # Scaled up within maxReplicas: the new workers join the running gang as they fit.
+    scale = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]
+    cluster.kubectl("patch", "raycluster", name, "-n", ns, "--type=json", "-p", json.dumps(scale))
+    eventually(lambda: count_bound(cluster, ns, selector) == 4, 60, what="head + 3 workers bound")
