@@ -76,7 +76,6 @@ class Operators:
             self.ensure(need)
         t0 = time.monotonic()
         home = build(name)[name]
-        self.timings[f"{name} build"] = time.monotonic() - t0
         t1 = time.monotonic()
         self.dir.mkdir(parents=True, exist_ok=True)
         for namespace in spec.namespaces:
@@ -90,8 +89,11 @@ class Operators:
         self._wait_serving(running)
         for extra in spec.extras:
             self._apply_file(home / "manifests" / extra)
-        self.timings[f"{name} start"] = time.monotonic() - t1
-        _log(f"{name} running in {self.timings[f'{name} start']:.1f}s (log {self.dir / (name + '.log')})")
+        self.timings[name] = time.monotonic() - t1
+        _log(
+            f"{name} running in {self.timings[name]:.1f}s after {t1 - t0:.1f}s finding or building it "
+            f"(log {self.dir / (name + '.log')})"
+        )
         return running
 
     # ---- install -----------------------------------------------------------------------------
