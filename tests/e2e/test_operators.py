@@ -357,3 +357,38 @@ def test_a_raycluster_grows_beyond_min_replicas_as_elastic_members(
     scale = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]
     cluster.kubectl("patch", "raycluster", name, "-n", ns, "--type=json", "-p", json.dumps(scale))
     eventually(lambda: count_bound(cluster, ns, selector) == 4, 60, what="head + 3 workers bound")
+
+
+def test_an_mpijob_launcher_that_waits_for_its_workers_joins_their_running_gang(
+    cluster: LocalCluster, operators: Operators, gang_namespace: str, pool: NodePool
+) -> None:
+    operators.ensure("mpi-operator")
+    ns, name = gang_namespace, "pi"
+    selector = f"training.kubeflow.org/job-name={name}"
+
+    def replica(replicas: int, gpus: int) -> dict[str, Any]:
+        spec = {"nodeSelector": pool.selector, "containers": [_container(gpus)]}
+        return {"replicas": replicas, "template": {"spec": spec}}
+
+    mpijob = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": 1,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "mpiReplicaSpecs": {"Launcher": replica(1, 0), "Worker": replica(2, 2)},
+        },
+    }
+    pool.add(1, gpus=4)
+    warnings = apply(cluster, ns, mpijob)
+    assert "2 pods" in warnings, warnings  # the workers; the launcher comes once they run
+    eventually(lambda: count_bound(cluster, ns, f"{selector},training.kubeflow.org/job-role=worker") == 2, 60)
+    assert podgroup(cluster, ns, name)["spec"]["minMember"] == 2
+    assert owner_kinds(cluster, ns, name) == {"MPIJob"}
+    # mpi-operator creates the launcher only now; it joins the running gang.
+    eventually(
+        lambda: count_bound(cluster, ns, f"{selector},training.kubeflow.org/job-role=launcher") == 1,
+        60,
+        what="the launcher bound beside its running workers",
+    )
