@@ -140,6 +140,21 @@ def test_a_jobset_is_one_gang_owned_by_the_jobset(
     replace_one_member(cluster, ns, selector, 4)
 
 
+def test_a_jobset_kueue_holds_is_warned_about_and_makes_no_pod(
+    cluster: LocalCluster, operators: Operators, gang_namespace: str, pool: NodePool
+) -> None:
+    operators.ensure("jobset")
+    ns, name = gang_namespace, "queued"
+    held = jobset(name, pool, replicas=1, parallelism=2)
+    held["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a"}
+    held["spec"]["suspend"] = True
+    warnings = apply(cluster, ns, held)
+    assert "Kueue" in warnings and "team-a" in warnings, warnings
+    stays(
+        lambda: not live(cluster, ns, f"jobset.sigs.k8s.io/jobset-name={name}"), 3.0, what="no pod while held"
+    )
+
+
 # ---- MPIJob: the Coscheduling tutorial's Horovod example, verbatim ----------------------------
 ML_TRAINING = "ml-training"  # the seeds' own namespace, written in their manifests
 
