@@ -45,6 +45,11 @@ class OperatorSpec:
     needs: tuple[str, ...] = ()  # other operators it relies on (TrainJob -> JobSet)
     # Extra manifests applied after it is running (a training runtime).
     extras: tuple[str, ...] = ()
+    # The webhook configuration's name where the operator looks it up itself (else prefixed).
+    webhook_config_name: str | None = None
+    # False: registered, but matching no request (the operator needs the configuration to exist).
+    webhooks_called: bool = True
+    secrets: tuple[tuple[str, str], ...] = ()  # (namespace, name) of empty Secrets it fills itself
 
 
 def _controller_runtime_config(api_version: str, ports: Ports, cert_dir: Path) -> str:
@@ -101,8 +106,10 @@ def _lws(binary: Path, ports: Ports, workdir: Path) -> Launch:
 
 
 def _trainer(binary: Path, ports: Ports, _: Path) -> Launch:
-    # The Trainer always makes its own certificates for a Service name (kubeflow-system), which a
-    # loopback URL cannot match, and its webhooks only validate: they are not registered.
+    # The Trainer always makes its own certificates, for a Service name (kubeflow-system) that a
+    # loopback URL cannot match, and injects its CA into its webhook configuration, without which
+    # it never becomes ready. So the configuration exists, but with no rules: never called (its
+    # webhooks only validate).
     return Launch(
         [
             str(binary),
@@ -161,9 +168,13 @@ SPECS: dict[str, OperatorSpec] = {
             ),
             "/readyz",
             _trainer,
+            webhooks="manifests_base_webhook_manifests.yaml",
             namespaces=("kubeflow-system",),
             needs=("jobset",),
             extras=("manifests_base_runtimes_torch_distributed.yaml",),
+            webhook_config_name="validator.trainer.kubeflow.org",
+            webhooks_called=False,
+            secrets=(("kubeflow-system", "kubeflow-trainer-webhook-cert"),),
         ),
     )
 }

@@ -80,6 +80,8 @@ class Operators:
         self.dir.mkdir(parents=True, exist_ok=True)
         for namespace in spec.namespaces:
             self.cluster.kubectl("create", "namespace", namespace, check=False)
+        for namespace, secret in spec.secrets:
+            self.cluster.kubectl("create", "secret", "generic", secret, "-n", namespace, check=False)
         self._install_crds(spec, home)
         ports = Ports(health=procs.free_port(), webhook=procs.free_port())
         webhook_configs = self._register_webhooks(spec, home, ports) if spec.webhooks else []
@@ -140,8 +142,10 @@ class Operators:
         for doc in yaml.safe_load_all((home / "manifests" / spec.webhooks).read_text()):
             if not doc:
                 continue
-            doc["metadata"] = {"name": f"{spec.name}-{doc['metadata']['name']}"}
+            doc["metadata"] = {"name": spec.webhook_config_name or f"{spec.name}-{doc['metadata']['name']}"}
             for hook in doc.get("webhooks", []):
+                if not spec.webhooks_called:
+                    hook["rules"] = []
                 path = hook["clientConfig"]["service"]["path"]
                 hook["clientConfig"] = {"url": f"https://127.0.0.1:{ports.webhook}{path}", "caBundle": ca}
                 if spec.pod_label and any(
