@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from controller import workload_owners
 from controller.core.model import GangKey, Pod
 from controller.gangs import inferred_min_member, member_annotation
 from controller.kube import ApiError, Kube
@@ -184,6 +185,11 @@ class PodGroupFactory:
         if sizing is None or not sizing.known:
             return sizing
         body = self.manifest(key, sizing)
+        # Owned by the object the user applied (JobSet, not its Jobs), where an operator made the pods.
+        if (
+            top := await workload_owners.top_owner(self.kube, key.namespace, self.store.members(key))
+        ) is not None:
+            body["metadata"]["ownerReferences"] = [{**top, "controller": False, "blockOwnerDeletion": False}]
         try:
             created = await self.kube.create(PODGROUPS, key.namespace, body)
         except ApiError as err:

@@ -106,7 +106,7 @@ def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]
     }
     gvk_kind = next(k for k in KINDS.values() if k.name == kind)
     pods = []
-    for path in gvk_kind.template_paths:
+    for path in gvk_kind.paths(workload):
         template = get_in(workload, *path)
         if not isinstance(template, dict):
             continue
@@ -288,7 +288,7 @@ def _check_workload(
 def _schedulers(kind: str, workload: dict[str, Any]) -> set[str]:
     gvk_kind = next(k for k in KINDS.values() if k.name == kind)
     names = set()
-    for path in gvk_kind.template_paths:
+    for path in gvk_kind.paths(workload):
         name = get_in(workload, *path, "spec", "schedulerName")
         if isinstance(name, str) and name and name != c.DEFAULT_SCHEDULER:
             names.add(name)

@@ -9,6 +9,7 @@ import sys
 from tests.localcluster.binaries import ensure_binaries
 from tests.localcluster.cluster import ClusterConfig, LocalCluster
 from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.operators import stop_leftover_operators
 from tests.localcluster.phalanx import stop_leftovers
 
 
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export KUBECONFIG={cluster.kubeconfig}")
     elif args.command == "down":
         stop_leftovers(cluster.config.workdir)
+        stop_leftover_operators(cluster.config.workdir)
         cluster.down()
     else:
         json.dump(cluster.status(), sys.stdout, indent=2)

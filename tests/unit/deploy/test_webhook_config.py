@@ -15,6 +15,10 @@ EXPECTED_RULES = {
         ("batch", "v1", "jobs"),
         ("apps", "v1", "statefulsets"),
         ("kubeflow.org", "v2beta1", "mpijobs"),
+        ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        ("ray.io", "v1", "rayclusters"),
+        ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
     },
     "pods.phalanx.io": {("", "v1", "pods")},
 }
