@@ -48,3 +48,9 @@ cluster-down: $(STAMP)
 clean:
 	-$(PY) -m tests.localcluster down
 	rm -rf $(VENV) .local out .mypy_cache .ruff_cache
+
+# ---- install: the container image and the in-cluster install tier (tests/install) ----
+.PHONY: image install-test
+# localhost/phalanx:<version> with docker or podman; see README "Building the image".
+image:
+	@bash tests/install/image.sh >/dev/null
