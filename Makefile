@@ -29,9 +29,11 @@ unit: $(STAMP)
 e2e: $(STAMP) binaries
 	$(PY) -m pytest -m e2e -q
 
-# Everything CI runs: lint, unit, component and end-to-end tests on a real local control plane.
+# Everything CI runs: lint, unit, component and end-to-end tests on a real local control plane,
+# then the in-cluster install tier where this machine can run a real node (else it says why not).
 test: $(STAMP) binaries lint
 	$(PY) -m pytest -q --durations=10
+	@$(MAKE) --no-print-directory install-test-if-possible
 
 demo: $(STAMP) binaries
 	$(PY) -m tests.demo
@@ -50,7 +52,17 @@ clean:
 	rm -rf $(VENV) .local out .mypy_cache .ruff_cache
 
 # ---- install: the container image and the in-cluster install tier (tests/install) ----
-.PHONY: image install-test
-# localhost/phalanx:<version> with docker or podman; see README "Building the image".
+.PHONY: image install-test install-test-if-possible
+# localhost/phalanx:<version> with docker or podman; see README "The in-cluster install".
 image:
 	@bash tests/install/image.sh >/dev/null
+
+# Phalanx installed with kubectl apply -k on a real node (kubelet + containerd) of the local cluster.
+install-test: $(STAMP) binaries
+	@nice -n 10 bash tests/localcluster/build-binaries.sh --node >/dev/null
+	$(PY) -m pytest -m install -q -rs --durations=10 tests/install
+
+install-test-if-possible: $(STAMP)
+	@if reason=$$($(PY) -m tests.install.prereqs); then \
+	  $(MAKE) --no-print-directory install-test; \
+	else echo "install tier skipped: $$reason"; fi

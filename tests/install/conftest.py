@@ -7,7 +7,6 @@ Skips (saying why) where the machine cannot run a real node or build an image.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.install.prereqs import why_not_here
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, ClusterConfig, LocalCluster
 from tests.localcluster.fleet import FleetSpec
-from tests.localcluster.realnode import (
-    RealNode,
-    cluster_options,
-    cluster_patches,
-    missing_prerequisites,
-)
+from tests.localcluster.realnode import RealNode, cluster_options, cluster_patches
 
 OVERLAY = Path(__file__).with_name("overlay")
 IMAGE_SCRIPT = Path(__file__).with_name("image.sh")
@@ -34,14 +29,6 @@ NAMESPACE = "phalanx-system"
 
 def _log(message: str) -> None:
     print(f"[install {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def why_not_here() -> str | None:
-    """The reason this machine cannot run the install tier, or None."""
-    missing = missing_prerequisites()
-    if not (shutil.which("podman") or shutil.which("docker")):
-        missing.append("podman or docker (to build the image)")
-    return "; ".join(missing) or None
 
 
 @dataclass

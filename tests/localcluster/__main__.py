@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from tests.localcluster import realnode
 from tests.localcluster.binaries import ensure_binaries
 from tests.localcluster.cluster import ClusterConfig, LocalCluster
 from tests.localcluster.fleet import FleetSpec
@@ -20,6 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--cpu-nodes", type=int, default=2)
     parser.add_argument("--scheduler-qps", type=int, default=50)
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also run a real node (kubelet, containerd, kube-proxy); needs root, see README",
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         print(ensure_binaries())
@@ -31,13 +37,20 @@ def main(argv: list[str] | None = None) -> int:
             fleet=fleet,
             scheduler_qps=args.scheduler_qps,
             scheduler_burst=2 * args.scheduler_qps,
+            extra_options=realnode.cluster_options() if args.real_node else {},
+            extra_component_patches=realnode.cluster_patches() if args.real_node else [],
         )
     )
+    node = realnode.RealNode(cluster)
     if args.command == "up":
         cluster.up()
+        if args.real_node:
+            node.up()
         print(f"export KUBECONFIG={cluster.kubeconfig}")
     elif args.command == "down":
         stop_leftovers(cluster.config.workdir)
+        if node.pid_dir.is_dir():
+            node.down()
         cluster.down()
     else:
         json.dump(cluster.status(), sys.stdout, indent=2)

@@ -386,8 +386,9 @@ state = "{self.state_dir / "containerd"}"
         for shim in _shims(self.socket):
             procs.terminate([*_descendants(shim), shim], grace_seconds=2)
         procs.terminate(list(pids.values()))
-        bin_dir = self.bin_dir
-        if bin_dir is not None and (bin_dir / "kube-proxy").exists() and "kube-proxy" in pids:
+        if "kube-proxy" in pids:
+            # Its iptables rules are machine-wide and outlive it.
+            bin_dir = self.bin_dir or ensure_binaries(quiet=True, node=True)
             subprocess.run([str(bin_dir / "kube-proxy"), "--cleanup"], capture_output=True, check=False)
         netns = [p for p in Path("/run/netns").glob("cni-*")] if release else []
         _unmount_under([self.dir, self.state_dir], extra=netns)
