@@ -204,6 +204,11 @@ def test_a_restarted_webhook_serves_the_same_ca(install: Install) -> None:
 
 
 def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
+    # A gang larger than the fleet (3 x 8 GPUs > 2 x 8) waits at its gate when Phalanx goes away.
+    stranded = _opted_in_namespace(install)
+    _apply(install, stranded, job("too-big", parallelism=3, gpus=8))
+    install.wait("the oversized gang's pods", lambda: len(_pods(install, stranded, "job-name=too-big")) == 3, 60)
+
     install.kubectl("delete", "-k", str(install.overlay), "--wait=true", timeout=240)
     assert install.kubectl("get", "namespace", NAMESPACE, check=False) == ""
     assert install.kubectl("get", "mutatingwebhookconfiguration", "phalanx-webhook", check=False) == ""
@@ -221,3 +226,6 @@ def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
         )
 
     install.wait("ungated pods to run after uninstall", running_ungated, 120)
+    # Nothing lifts a gate once Phalanx is gone (README: delete such workloads).
+    for pod in _pods(install, stranded, "job-name=too-big"):
+        assert GATE in {g["name"] for g in pod["spec"].get("schedulingGates", [])}

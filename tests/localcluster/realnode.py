@@ -382,10 +382,11 @@ state = "{self.state_dir / "containerd"}"
         kubelet = pids.pop("kubelet", None)
         if kubelet is not None:
             procs.terminate([kubelet])
-        # Containers outlive containerd: kill every shim of this containerd and what runs under it.
+        procs.terminate(list(pids.values()))
+        # Containers outlive containerd (stopped first, so it starts no shim cleanup of its own):
+        # kill every shim of this containerd and what runs under it.
         for shim in _shims(self.socket):
             procs.terminate([*_descendants(shim), shim], grace_seconds=2)
-        procs.terminate(list(pids.values()))
         if "kube-proxy" in pids:
             # Its iptables rules are machine-wide and outlive it.
             bin_dir = self.bin_dir or ensure_binaries(quiet=True, node=True)
