@@ -207,7 +207,7 @@ def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
     # A gang larger than the fleet (3 x 8 GPUs > 2 x 8) waits at its gate when Phalanx goes away.
     stranded = _opted_in_namespace(install)
     _apply(install, stranded, job("too-big", parallelism=3, gpus=8))
-    install.wait("the oversized gang's pods", lambda: len(_pods(install, stranded, "job-name=too-big")) == 3, 60)
+    install.wait("the oversized gang's pods", lambda: len(_pods(install, stranded, "job-name=too-big")) == 3)
 
     install.kubectl("delete", "-k", str(install.overlay), "--wait=true", timeout=240)
     assert install.kubectl("get", "namespace", NAMESPACE, check=False) == ""
