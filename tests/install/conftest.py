@@ -18,7 +18,7 @@ import pytest
 
 from tests.install.prereqs import why_not_here
 from tests.localcluster import procs
-from tests.localcluster.cluster import REPO, ClusterConfig, LocalCluster
+from tests.localcluster.cluster import REPO, ClusterConfig, LocalCluster, pki_dir
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.realnode import RealNode, cluster_options, cluster_patches
 
@@ -78,7 +78,7 @@ def install() -> Iterator[Install]:
             workdir=workdir,
             fleet=FleetSpec(gpu_nodes=2, gpus_per_node=8, cpu_nodes=0),
             extra_options=cluster_options(),
-            extra_component_patches=cluster_patches(),
+            extra_component_patches=cluster_patches(pki_dir(workdir, "phalanx-install")),
         )
     )
     node = RealNode(cluster)

@@ -8,7 +8,7 @@ import sys
 
 from tests.localcluster import realnode
 from tests.localcluster.binaries import ensure_binaries
-from tests.localcluster.cluster import ClusterConfig, LocalCluster
+from tests.localcluster.cluster import ClusterConfig, LocalCluster, pki_dir
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.phalanx import stop_leftovers
 
@@ -30,15 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         print(ensure_binaries())
         return 0
+    workdir = ClusterConfig().workdir
     fleet = FleetSpec(gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node, cpu_nodes=args.cpu_nodes)
     cluster = LocalCluster(
         ClusterConfig(
             name=args.name,
+            workdir=workdir,
             fleet=fleet,
             scheduler_qps=args.scheduler_qps,
             scheduler_burst=2 * args.scheduler_qps,
             extra_options=realnode.cluster_options() if args.real_node else {},
-            extra_component_patches=realnode.cluster_patches() if args.real_node else [],
+            extra_component_patches=(
+                realnode.cluster_patches(pki_dir(workdir, args.name)) if args.real_node else []
+            ),
         )
     )
     node = realnode.RealNode(cluster)

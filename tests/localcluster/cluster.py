@@ -29,6 +29,11 @@ def _log(message: str) -> None:
     print(f"[localcluster {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def pki_dir(workdir: Path, name: str) -> Path:
+    """Where kwokctl keeps a cluster's CA and admin certificate."""
+    return workdir / "kwok" / "clusters" / name / "pki"
+
+
 @dataclass
 class ClusterConfig:
     name: str = "phalanx"

@@ -63,9 +63,19 @@ def cluster_options() -> dict[str, Any]:
     return {"kubeApiserverCertSANs": [KUBERNETES_SERVICE_IP, GATEWAY]}
 
 
-def cluster_patches() -> list[dict[str, Any]]:
-    """The `kubernetes` Service's endpoint becomes the gateway address (relayed to loopback)."""
-    return [{"name": "kube-apiserver", "extraArgs": [{"key": "advertise-address", "value": GATEWAY}]}]
+def cluster_patches(pki_dir: Path) -> list[dict[str, Any]]:
+    """The `kubernetes` Service's endpoint becomes the gateway address (relayed to loopback), and
+    the API server authenticates to the kubelet (logs, exec) with kwokctl's admin certificate."""
+    return [
+        {
+            "name": "kube-apiserver",
+            "extraArgs": [
+                {"key": "advertise-address", "value": GATEWAY},
+                {"key": "kubelet-client-certificate", "value": str(pki_dir / "admin.crt")},
+                {"key": "kubelet-client-key", "value": str(pki_dir / "admin.key")},
+            ],
+        }
+    ]
 
 
 @dataclass
