@@ -103,11 +103,15 @@ GO
 }
 
 # kubelet and kube-proxy for the opt-in real node (tests/localcluster/realnode.py), from the same
-# throwaway module as the control plane so the compiled packages are shared (~3 min warm-ish).
+# module versions as the control plane, so the compiled packages are shared with it.
 build_node() {
   have kubelet kube-proxy && { say "kubelet/kube-proxy $K8S_VERSION: cached"; return; }
-  local work="$CACHE/work/kubernetes-$K8S_VERSION"
-  [ -f "$work/go.mod" ] || die "the kubernetes build module is missing; run without --node first"
+  local control_plane="$CACHE/work/kubernetes-$K8S_VERSION" work="$CACHE/work/kubernetes-$K8S_VERSION-node"
+  [ -f "$control_plane/go.sum" ] || die "the kubernetes build module is missing; run without --node first"
+  # A copy of the control plane's resolved module: same versions, its own directory, so this
+  # never rewrites the go.mod a control-plane build is using.
+  rm -rf "$work"; mkdir -p "$work"
+  cp "$control_plane/go.mod" "$control_plane/go.sum" "$work/"
   cat >"$work/node-tools.go" <<'GO'
 //go:build tools
 
