@@ -256,14 +256,15 @@ state = "{self.state_dir / "containerd"}"
         """A docker-archive holding the pause binary as the sandbox image (no registry needed)."""
         assert self.bin_dir is not None
         archive = self.dir / "pause.tar"
+        binary = (self.bin_dir / "phalanx-pause").resolve()  # the file, not a link to it
         layer = io.BytesIO()
         with tarfile.open(fileobj=layer, mode="w") as tar:
-            info = tar.gettarinfo(str(self.bin_dir / "phalanx-pause"), arcname="pause")
+            info = tar.gettarinfo(str(binary), arcname="pause")
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             info.mtime = 0
-            with (self.bin_dir / "phalanx-pause").open("rb") as binary:
-                tar.addfile(info, binary)
+            with binary.open("rb") as content:
+                tar.addfile(info, content)
         layer_bytes = layer.getvalue()
         image_config = {
             "architecture": "amd64",
