@@ -40,6 +40,18 @@ PAUSE_IMAGE = f"localhost/phalanx-pause:{K8S_VERSION}"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 # kube-proxy's rules and the bridge are machine-wide: one real node per machine at a time.
 OWNER_FILE = Path("/run/phalanx-realnode.owner")
+# Chains the kubelet adds (and never removes) to the machine's iptables: (table, command).
+KUBELET_IPTABLES_CLEANUP = (
+    ("filter", ["-D", "INPUT", "-j", "KUBE-FIREWALL"]),
+    ("filter", ["-D", "OUTPUT", "-j", "KUBE-FIREWALL"]),
+    ("filter", ["-F", "KUBE-FIREWALL"]),
+    ("filter", ["-X", "KUBE-FIREWALL"]),
+    ("filter", ["-X", "KUBE-KUBELET-CANARY"]),
+    ("nat", ["-X", "KUBE-KUBELET-CANARY"]),
+    ("mangle", ["-X", "KUBE-KUBELET-CANARY"]),
+    ("mangle", ["-X", "KUBE-IPTABLES-HINT"]),
+)
+ROUTE_LOCALNET = Path("/proc/sys/net/ipv4/conf/all/route_localnet")
 PREREQUISITES = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip")
 
 
@@ -73,6 +85,8 @@ def cluster_patches(pki_dir: Path) -> list[dict[str, Any]]:
                 {"key": "advertise-address", "value": GATEWAY},
                 {"key": "kubelet-client-certificate", "value": str(pki_dir / "admin.crt")},
                 {"key": "kubelet-client-key", "value": str(pki_dir / "admin.key")},
+                # The node's name resolves nowhere; its InternalIP (the gateway) is the kubelet.
+                {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
             ],
         }
     ]
@@ -131,6 +145,7 @@ class RealNode:
         self.down(quiet=True, release=False)
         for d in (self.dir, self.pid_dir, self.logs_dir, self.state_dir):
             d.mkdir(parents=True, exist_ok=True)
+        (self.dir / "route_localnet.orig").write_text(ROUTE_LOCALNET.read_text())
         try:
             self._bridge()
             self._start_forwarder()
@@ -402,6 +417,14 @@ state = "{self.state_dir / "containerd"}"
             # Its iptables rules are machine-wide and outlive it.
             bin_dir = self.bin_dir or ensure_binaries(quiet=True, node=True)
             subprocess.run([str(bin_dir / "kube-proxy"), "--cleanup"], capture_output=True, check=False)
+        if kubelet is not None or "kube-proxy" in pids:
+            for table, command in KUBELET_IPTABLES_CLEANUP:
+                subprocess.run(["iptables", "-t", table, *command], capture_output=True, check=False)
+            # kube-proxy turns route_localnet on; put back what the machine had.
+            saved = self.dir / "route_localnet.orig"
+            if saved.exists():
+                with contextlib.suppress(OSError):
+                    ROUTE_LOCALNET.write_text(saved.read_text())
         netns = [p for p in Path("/run/netns").glob("cni-*")] if release else []
         _unmount_under([self.dir, self.state_dir], extra=netns)
         for path in netns:
