@@ -6,6 +6,7 @@ Skips (saying why) where the machine cannot run a real node or build an image.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -97,6 +98,7 @@ def install() -> Iterator[Install]:
         )
         timings["install"] = time.monotonic() - t
         _log("ready: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()))
+        (workdir / "setup-timings.json").write_text(json.dumps(timings, indent=2))
         yield Install(cluster, node)
     finally:
         if os.environ.get("PHALANX_KEEP_CLUSTER") != "1":

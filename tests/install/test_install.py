@@ -24,6 +24,8 @@ OPT_IN = "phalanx.io/gang-scheduling=enabled"
 GATE = "phalanx.io/gang"
 SERVICE_DNS = f"phalanx-webhook.{NAMESPACE}.svc"
 UNPRIVILEGED_UID = "65532"
+CONTROLLER = "app.kubernetes.io/component=controller"
+WEBHOOK = "app.kubernetes.io/component=webhook"
 
 
 def _pods(install: Install, namespace: str, selector: str = "") -> list[dict[str, Any]]:
@@ -140,7 +142,7 @@ def test_certificates_are_bootstrapped_injected_and_served(install: Install) -> 
     ca = _tls_secret_ca(install)
     assert "BEGIN CERTIFICATE" in ca
     assert _injected_ca_bundles(install) == {ca}
-    webhooks = _pods(install, NAMESPACE, "app.kubernetes.io/component=webhook")
+    webhooks = _pods(install, NAMESPACE, WEBHOOK)
     assert len(webhooks) == 2
     for pod in webhooks:
         assert _served_certificate_verifies(pod["status"]["podIP"], ca)
@@ -175,31 +177,31 @@ def test_gangs_are_scheduled_in_cluster_and_the_standby_takes_over(install: Inst
 
     # Kill the leader: the standby replica takes the Lease over and admits the waiting gang.
     leader = _lease_holder(install)
-    (leader_pod,) = [
-        p["metadata"]["name"]
-        for p in _pods(install, NAMESPACE, "app.kubernetes.io/component=controller")
-        if leader.startswith(p["metadata"]["name"])
-    ]
+    controllers = {
+        p["metadata"]["name"] for p in _pods(install, NAMESPACE, "app.kubernetes.io/component=controller")
+    }
+    (leader_pod,) = [name for name in controllers if leader.startswith(name)]
+    (standby_pod,) = controllers - {leader_pod}
     install.kubectl("delete", "pod", leader_pod, "-n", NAMESPACE, "--wait=false")
-    install.wait("another controller to lead", lambda: not _lease_holder(install).startswith(leader_pod), 90)
+    install.wait("the standby to take the Lease", lambda: _lease_holder(install).startswith(standby_pod), 90)
     install.kubectl("delete", "job", "fills", "-n", namespace, "--cascade=foreground", timeout=120)
     install.wait("the waiting gang to run under the new leader", lambda: members_running("waits", 1), 120)
 
 
 def test_a_restarted_webhook_serves_the_same_ca(install: Install) -> None:
     ca = _tls_secret_ca(install)
-    before = {p["metadata"]["name"] for p in _pods(install, NAMESPACE, "app.kubernetes.io/component=webhook")}
+    before = {p["metadata"]["name"] for p in _pods(install, NAMESPACE, WEBHOOK)}
     install.kubectl("delete", "pod", sorted(before)[0], "-n", NAMESPACE, timeout=120)
 
     def replaced() -> bool:
-        pods = _pods(install, NAMESPACE, "app.kubernetes.io/component=webhook")
+        pods = _pods(install, NAMESPACE, WEBHOOK)
         names = {p["metadata"]["name"] for p in pods}
         return len(pods) == 2 and names != before and all(_ready(p) for p in pods)
 
     install.wait("a replacement webhook pod", replaced, 120)
     assert _tls_secret_ca(install) == ca
     assert _injected_ca_bundles(install) == {ca}
-    for pod in _pods(install, NAMESPACE, "app.kubernetes.io/component=webhook"):
+    for pod in _pods(install, NAMESPACE, WEBHOOK):
         assert _served_certificate_verifies(pod["status"]["podIP"], ca)
 
 
