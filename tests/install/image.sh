@@ -84,6 +84,7 @@ say "building $IMAGE from $base with ${ENGINE[0]}"
   || die "image build failed"
 if [ -n "$SAVE" ]; then
   mkdir -p "$(dirname "$SAVE")"
+  rm -f "$SAVE"  # podman refuses to add to an existing docker-archive
   if [ "${ENGINE[0]}" = podman ]; then
     "${ENGINE[@]}" save --format docker-archive -o "$SAVE" "$IMAGE" >&2
   else
