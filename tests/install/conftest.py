@@ -62,6 +62,19 @@ def _deployments_available(cluster: LocalCluster) -> bool:
     )
 
 
+def _start(cluster: LocalCluster, attempts: int = 2) -> None:
+    # kwokctl picks its ports when it creates the cluster; on a machine where other local
+    # clusters start at the same moment, one of them may take a port first (kwok then exits).
+    for attempt in range(1, attempts + 1):
+        try:
+            cluster.up()
+            return
+        except TimeoutError as err:
+            if attempt == attempts:
+                raise
+            _log(f"cluster start failed ({err}); retrying once")
+
+
 @pytest.fixture(scope="session")
 def install() -> Iterator[Install]:
     reason = why_not_here()
@@ -86,7 +99,7 @@ def install() -> Iterator[Install]:
     started: list[int] = []
     try:
         t = time.monotonic()
-        cluster.up()
+        _start(cluster)
         node.up()
         started = list(cluster.pids().values()) + list(procs.read_pids(node.pid_dir).values())
         node.import_image(archive)
