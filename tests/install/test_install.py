@@ -217,7 +217,10 @@ def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
     # A namespace still labelled for Phalanx: with the webhook gone, pods are neither refused
     # (failurePolicy Fail) nor gated, and the scheduler places them as usual.
     namespace = _opted_in_namespace(install)
-    _apply(install, namespace, job("after", parallelism=2, gpus=1))
+    # No GPUs (whatever earlier tests left running), on the fake nodes (no registry for the image).
+    after = job("after", parallelism=2, gpus=0)
+    after["spec"]["template"]["spec"]["nodeSelector"] = {"type": "kwok"}
+    _apply(install, namespace, after)
 
     def running_ungated() -> bool:
         pods = _pods(install, namespace, "job-name=after")
