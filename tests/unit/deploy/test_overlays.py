@@ -233,12 +233,7 @@ def test_servicemonitor_scrapes_both_processes(tmp_path: Path) -> None:
 
 
 def test_image_is_overridable_with_kustomize_images(tmp_path: Path) -> None:
-    extra = (
-        "images:\n"
-        "  - name: ghcr.io/phalanx-sched/phalanx\n"
-        "    newName: registry.example/phalanx\n"
-        "    newTag: v9\n"
-    )
+    extra = "images:\n  - name: localhost/phalanx\n    newName: registry.example/phalanx\n    newTag: v9\n"
     objects = kustomize(
         write_overlay(tmp_path, ["base"], ["components/workloads", "components/internal-certs"], extra)
     )
