@@ -156,10 +156,11 @@ build_kai() {
 
 want=${1:-all}
 if [ "$want" = all ] || [ "$want" = coscheduling ]; then
-  # k8s.io/csi-translation-lib v0.34.7's source archive is refused by the proxy; v0.34.2 is served.
+  # The proxy refuses k8s.io/csi-translation-lib and k8s.io/cluster-bootstrap at v0.34.7 and
+  # v0.34.6 (403 "This module version is not available"); v0.34.2 of both is served.
   build_peer coscheduling sigs.k8s.io/scheduler-plugins "$COSCHEDULING_VERSION" \
     "cmd/scheduler:kube-scheduler cmd/controller:controller" \
-    "k8s.io/csi-translation-lib=>k8s.io/csi-translation-lib@v0.34.2" \
+    "k8s.io/csi-translation-lib=>k8s.io/csi-translation-lib@v0.34.2 k8s.io/cluster-bootstrap=>k8s.io/cluster-bootstrap@v0.34.2" \
     "manifests/coscheduling/*.yaml manifests/capacityscheduling/crd.yaml"
 fi
 if [ "$want" = all ] || [ "$want" = kueue ]; then

@@ -39,6 +39,8 @@ class ClusterConfig:
     fleet: FleetSpec = field(default_factory=FleetSpec)
     scheduler_qps: int = 50  # kube-scheduler's own default; raise for throughput benchmarks
     scheduler_burst: int = 100
+    # The Job controller's client rate (kube-controller-manager's --kube-api-qps); None: its default.
+    controller_manager_qps: int | None = None
     ready_timeout: float = 120.0
 
 
@@ -141,23 +143,35 @@ class LocalCluster:
             "kubeRuntimeConfig": RUNTIME_CONFIG,
             "nodeLeaseDurationSeconds": 40,
         }
+        patches: list[dict[str, Any]] = [
+            {
+                "name": "kube-scheduler",
+                "extraArgs": [
+                    {"key": "kube-api-qps", "value": str(self.config.scheduler_qps)},
+                    {"key": "kube-api-burst", "value": str(self.config.scheduler_burst)},
+                ],
+            },
+            {
+                "name": "etcd",
+                "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
+            },
+        ]
+        if self.config.controller_manager_qps:
+            qps = self.config.controller_manager_qps
+            patches.append(
+                {
+                    "name": "kube-controller-manager",
+                    "extraArgs": [
+                        {"key": "kube-api-qps", "value": str(qps)},
+                        {"key": "kube-api-burst", "value": str(2 * qps)},
+                    ],
+                }
+            )
         config = {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
             "options": options,
-            "componentsPatches": [
-                {
-                    "name": "kube-scheduler",
-                    "extraArgs": [
-                        {"key": "kube-api-qps", "value": str(self.config.scheduler_qps)},
-                        {"key": "kube-api-burst", "value": str(self.config.scheduler_burst)},
-                    ],
-                },
-                {
-                    "name": "etcd",
-                    "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
-                },
-            ],
+            "componentsPatches": patches,
         }
         docs = [json.dumps(config), *stage_documents(b)]
         return "\n---\n".join(docs)
