@@ -26,11 +26,12 @@ NICE="nice -n ${PEERS_NICE:-10}"
 COSCHEDULING_VERSION="${COSCHEDULING_VERSION:-v0.34.7}"
 KUEUE_VERSION="${KUEUE_VERSION:-v0.15.0}"
 VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
-# KAI: every exact version tried; the first whose source archive is served is built.
+# KAI: exact versions tried (releases under both module paths); see build_kai.
 N=github.com/NVIDIA/KAI-scheduler K=github.com/kai-scheduler/KAI-scheduler
 KAI_CANDIDATES="${KAI_CANDIDATES:-$N@v0.2.0 $N@v0.3.0 $N@v0.4.0 $N@v0.5.0 $N@v0.5.1 $N@v0.6.0 $N@v0.7.0 $N@v0.7.11
   $N@v0.8.0 $N@v0.8.5 $N@v0.9.0 $N@v0.9.3 $N@v0.10.0 $N@v0.10.1 $K@v0.11.0 $K@v0.12.0 $K@v0.13.0
-  $K@v0.14.0 $K@v0.14.9 $K@v0.15.0 $K@v0.16.0 $K@v0.17.0 $K@v0.17.1 $K@v0.18.0}"
+  $K@v0.14.0 $K@v0.14.9 $K@v0.15.0 $K@v0.16.0 $K@v0.17.0 $K@v0.17.1 $K@v0.18.0
+  $N@v0.12.17 $N@v0.12.23 $K@v0.14.1 $K@v0.14.6 $K@v0.16.1 $K@v0.18.2}"
 
 say() { printf '[build-peers %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
