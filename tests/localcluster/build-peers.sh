@@ -59,7 +59,7 @@ write_module() {
   local dir=$1 module=$2 version=$3 upstream=$4 overrides=$5 r key target
   local godebug
   godebug=$(grep -m1 '^godebug ' "$upstream" || true)
-  rm -rf "$dir"; mkdir -p "$dir"
+  mkdir -p "$dir"
   declare -A replace=()
   for r in $(upstream_replaces "$upstream") $overrides; do replace[${r%%=>*}]=${r#*=>}; done
   {
@@ -85,9 +85,9 @@ copy_manifests() {
   done
 }
 
-# build_peer NAME MODULE VERSION "cmd/a:bin-a cmd/b:bin-b" "overrides" "manifests to keep (module-relative globs)"
+# build_peer NAME MODULE VERSION "cmd/a:bin-a cmd/b:bin-b" "overrides" "manifests to keep (module-relative globs)" [fallback]
 build_peer() {
-  local name=$1 module=$2 version=$3 cmds=$4 overrides=$5 keep=$6
+  local name=$1 module=$2 version=$3 cmds=$4 overrides=$5 keep=$6 fallback=${7:-}
   local out="$PEERS_BIN/$name-$version" work="$CACHE/work/peer-$name-$version" blocked="$PEERS_BIN/$name-$version.blocked"
   local all=1 c
   for c in $cmds; do [ -x "$out/${c##*:}" ] || all=0; done
@@ -105,6 +105,7 @@ build_peer() {
   fi
   upstream=$(printf '%s' "$info" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   src=$(printf '%s' "$info" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  rm -rf "$work"
   write_module "$work" "$module" "$version" "$upstream" "$overrides"
   {
     printf '//go:build tools\n\npackage tools\n\nimport (\n'
@@ -112,14 +113,26 @@ build_peer() {
     printf ')\n'
   } >"$work/tools.go"
   say "$name $version: resolving modules"
-  if ! (cd "$work" && $NICE go mod tidy -e >/dev/null 2>"$work/tidy.log"); then
-    cp "$work/tidy.log" "$blocked"; say "$name: go mod tidy failed"; printf '%s\tBLOCKED\n' "$name"; return 0
-  fi
-  if grep -q -E 'Forbidden|403|404|not found|unknown revision' "$work/tidy.log"; then
-    grep -m3 -E 'Forbidden|403|404|not found|unknown revision' "$work/tidy.log" >"$blocked"
-    say "$name $version: BLOCKED: $(head -1 "$blocked")"; printf '%s\tBLOCKED\n' "$name"; return 0
-  fi
+  # A replaced module whose pinned version the proxy refuses is re-pinned to $fallback (when the
+  # peer has one), one refusal at a time, and the re-pins are recorded next to the binaries.
+  local refused_re=': (403 Forbidden|404 Not Found|410 Gone)' round repins=""
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    if ! (cd "$work" && $NICE go mod tidy -e >/dev/null 2>"$work/tidy.log"); then
+      cp "$work/tidy.log" "$blocked"; say "$name: go mod tidy failed"; printf '%s\tBLOCKED\n' "$name"; return 0
+    fi
+    grep -q -E "$refused_re" "$work/tidy.log" || break
+    local refused
+    refused=$(grep -E "$refused_re" "$work/tidy.log" | sed -n -E 's/.*\(replaced by ([^@ ]+)@.*/\1/p' | sort -u)
+    if [ -z "$fallback" ] || [ -z "$refused" ] || [ "$round" = 10 ]; then
+      grep -m3 -E "$refused_re" "$work/tidy.log" >"$blocked"
+      say "$name $version: BLOCKED: $(head -1 "$blocked")"; printf '%s\tBLOCKED\n' "$name"; return 0
+    fi
+    for r in $refused; do overrides="$overrides $r=>$r@$fallback"; repins="$repins $r"; done
+    say "$name: the proxy refuses$(printf ' %s' $refused) at the pinned version; re-pinned to $fallback"
+    write_module "$work" "$module" "$version" "$upstream" "$overrides"
+  done
   mkdir -p "$out"
+  printf '%s\n' $overrides >"$out/repins.txt"
   for c in $cmds; do
     local bin=${c##*:} pkg="$module/${c%%:*}"
     [ -x "$out/$bin" ] && continue
@@ -157,12 +170,12 @@ build_kai() {
 
 want=${1:-all}
 if [ "$want" = all ] || [ "$want" = coscheduling ]; then
-  # The proxy refuses k8s.io/csi-translation-lib and k8s.io/cluster-bootstrap at v0.34.7 and
-  # v0.34.6 (403 "This module version is not available"); v0.34.2 of both is served.
+  # The proxy refuses some k8s.io staging modules at v0.34.7 (403 "This module version is not
+  # available", e.g. csi-translation-lib, cluster-bootstrap, cri-client); each refused one is
+  # re-pinned to v0.34.2, which is served. repins.txt beside the binaries lists them.
   build_peer coscheduling sigs.k8s.io/scheduler-plugins "$COSCHEDULING_VERSION" \
-    "cmd/scheduler:kube-scheduler cmd/controller:controller" \
-    "k8s.io/csi-translation-lib=>k8s.io/csi-translation-lib@v0.34.2 k8s.io/cluster-bootstrap=>k8s.io/cluster-bootstrap@v0.34.2" \
-    "manifests/coscheduling/*.yaml manifests/capacityscheduling/crd.yaml"
+    "cmd/scheduler:kube-scheduler cmd/controller:controller" "" \
+    "manifests/coscheduling/*.yaml manifests/capacityscheduling/crd.yaml" v0.34.2
 fi
 if [ "$want" = all ] || [ "$want" = kueue ]; then
   build_peer kueue sigs.k8s.io/kueue "$KUEUE_VERSION" "cmd/kueue:kueue" "" \
