@@ -153,6 +153,11 @@ build_kai() {
   # Building KAI is not wired in: no exact version's source archive has been served here yet.
   # This records, per version, what the proxy answered (the host name left out).
   local v module out blocked="$PEERS_BIN/kai.blocked"
+  # The answers of the last day are reused (KAI_RECHECK=1 asks the proxy again).
+  if [ -z "${KAI_RECHECK:-}" ] && [ -n "$(find "$blocked" -mmin -1440 2>/dev/null)" ]; then
+    say "kai: not runnable here (answers from $(date -r "$blocked" +%F), see $blocked)"
+    printf 'kai\tBLOCKED\n'; return 0
+  fi
   : >"$blocked.tmp"
   for v in $KAI_CANDIDATES; do
     module=${v%@*}; v=${v##*@}

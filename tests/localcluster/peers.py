@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -46,6 +47,7 @@ PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano")
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 
 JSON = dict[str, Any]
 
@@ -300,6 +302,7 @@ class KueueSystem(System):
             check=True,
             capture_output=True,
         )
+        self._install_metrics_certificate(cert_dir)
         webhook_port = procs.free_port()
         health_port = procs.free_port()
         self._register_webhooks(manifests / "webhook" / "manifests.yaml", webhook_port, cert_dir / "ca.crt")
@@ -362,6 +365,20 @@ class KueueSystem(System):
                 },
             ]
         )
+
+    @staticmethod
+    def _install_metrics_certificate(cert_dir: Path) -> None:
+        """Kueue v0.15 without its internal certificate management reads its metrics certificate
+        from a fixed path (cmd/kueue/main.go) and exits without one: put ours there."""
+        target = KUEUE_METRICS_CERT_DIR
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for name in ("tls.crt", "tls.key"):
+                shutil.copyfile(cert_dir / name, target / name)
+        except OSError as err:
+            raise RuntimeError(
+                f"kueue needs its metrics certificate in {target} (it is not configurable): {err}"
+            ) from err
 
     def _register_webhooks(self, path: Path, port: int, ca_file: Path) -> None:
         """Kueue's own webhook configurations, for Jobs and Kueue's objects, pointed at loopback."""

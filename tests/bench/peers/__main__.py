@@ -107,6 +107,15 @@ def run(systems: list[str], names: list[str], full: bool) -> None:
         path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def _blocker_summary(system: str, text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return f"{system}: not built"
+    if len(lines) == 1:
+        return f"{system}: {lines[0]}"
+    return f"{system}: {len(lines)} versions tried, e.g. {lines[-1]}"
+
+
 def print_report(names: list[str]) -> int:
     sections: list[str] = []
     cost_rows: dict[str, dict[str, float]] = {}
@@ -121,6 +130,8 @@ def print_report(names: list[str]) -> int:
         sections.append(report.table(title, doc["systems"], report.METRICS[name]))
         sections.append(report.table(f"Cost during: {doc['title']}", doc["systems"], report.COST))
         for system, figures in doc["systems"].items():
+            if "error" in figures:
+                continue
             row = cost_rows.setdefault(system, {"cpu_s": 0.0, "peak_rss_mb": 0.0, "api_requests": 0.0})
             cost = figures.get("cost") or {}
             row["cpu_s"] += cost.get("cpu_s", 0.0)
@@ -128,10 +139,7 @@ def print_report(names: list[str]) -> int:
             row["api_requests"] += cost.get("api_requests", 0)
         blocked = {**doc.get("not_run", {})}
         if blocked:
-            sections.append(
-                "not run here: "
-                + "; ".join(f"{s}: {text.splitlines()[0] if text else '?'}" for s, text in blocked.items())
-            )
+            sections.append("not run here: " + "; ".join(_blocker_summary(s, t) for s, t in blocked.items()))
     if cost_rows:
         totals = {s: {"cost": row} for s, row in cost_rows.items()}
         sections.append(

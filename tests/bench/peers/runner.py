@@ -229,12 +229,17 @@ def run_one(scenario: Scenario, system_name: str, bin_dir: Path | None) -> dict[
         scheduler_qps=SCHEDULER_QPS,
         scheduler_burst=SCHEDULER_BURST,
         controller_manager_qps=CONTROLLER_MANAGER_QPS,
-        ready_timeout=600,
+        ready_timeout=120 + scenario.fleet.gpu_nodes,
     )
     cluster = LocalCluster(config)
     system = make_system(system_name, cluster, bin_dir)
     started = time.monotonic()
-    cluster.up()
+    try:
+        cluster.up()
+    except (RuntimeError, TimeoutError) as err:
+        # kwokctl picks its components' ports itself; beside other clusters one may be taken.
+        _log(f"cluster did not start ({err}); once more")
+        cluster.up()
     try:
         system.up()
         cluster.kubectl("create", "namespace", NAMESPACE)
