@@ -116,14 +116,14 @@ build_peer() {
   # A replaced module whose pinned version the proxy refuses is re-pinned to $fallback (when the
   # peer has one), one refusal at a time, and the re-pins are recorded next to the binaries.
   local refused_re=': (403 Forbidden|404 Not Found|410 Gone)' round repins=""
-  for round in 1 2 3 4 5 6 7 8 9 10; do
+  for round in $(seq 1 40); do
     if ! (cd "$work" && $NICE go mod tidy -e >/dev/null 2>"$work/tidy.log"); then
       cp "$work/tidy.log" "$blocked"; say "$name: go mod tidy failed"; printf '%s\tBLOCKED\n' "$name"; return 0
     fi
     grep -q -E "$refused_re" "$work/tidy.log" || break
     local refused
     refused=$(grep -E "$refused_re" "$work/tidy.log" | sed -n -E 's/.*\(replaced by ([^@ ]+)@.*/\1/p' | sort -u)
-    if [ -z "$fallback" ] || [ -z "$refused" ] || [ "$round" = 10 ]; then
+    if [ -z "$fallback" ] || [ -z "$refused" ] || [ "$round" = 40 ]; then
       grep -m3 -E "$refused_re" "$work/tidy.log" >"$blocked"
       say "$name $version: BLOCKED: $(head -1 "$blocked")"; printf '%s\tBLOCKED\n' "$name"; return 0
     fi
