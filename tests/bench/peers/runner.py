@@ -223,7 +223,8 @@ async def drive(cluster: LocalCluster, system: System, scenario: Scenario) -> di
 def run_one(scenario: Scenario, system_name: str, bin_dir: Path | None) -> dict[str, Any]:
     """A fresh cluster with ``scenario``'s fleet, ``system_name`` alone on it, the workload, teardown."""
     config = ClusterConfig(
-        name="phalanx-peers",
+        # A name of its own per run: kwokctl keeps per-name state (ports among it) between runs.
+        name=f"peers-{scenario.name}-{system_name}",
         workdir=REPO / ".local" / "peers",
         fleet=scenario.fleet,
         scheduler_qps=SCHEDULER_QPS,
