@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint unit e2e binaries operators cluster-up cluster-down clean
+.PHONY: test demo bench bench-peers lint unit e2e binaries operators cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Phalanx needs Python >= 3.11")'
@@ -48,6 +48,11 @@ demo: $(STAMP) binaries
 
 bench: $(STAMP) binaries
 	$(PY) -m tests.bench
+
+# Phalanx beside Coscheduling, Kueue and Volcano on the same local cluster (builds the peers it
+# lacks; about an hour on a quiet machine). Not part of `make test`. PEERS_ARGS="--size small" etc.
+bench-peers: $(STAMP) binaries
+	$(PY) -m tests.bench.peers $(PEERS_ARGS)
 
 cluster-up: $(STAMP) binaries
 	$(PY) -m tests.localcluster up
