@@ -11,9 +11,9 @@ import sys
 
 from pydantic import ValidationError
 
-from controller.app import Controller
-from controller.config import ControllerSettings
-from controller.kube import KubeClient
+from controller.api.kube import KubeClient
+from controller.runtime.app import Controller
+from controller.runtime.config import ControllerSettings
 from shared.logging import configure_logging
 
 log = logging.getLogger("controller")

@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
+from controller.api.kube import ApiError, KubeClient
 from controller.cli import audit, report, targets
 from controller.cli.cluster import load
 from controller.cli.render import FORMATS, dump
-from controller.kube import ApiError, KubeClient
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_API = 0, 1, 2, 3
 

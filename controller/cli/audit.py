@@ -14,12 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller import gangs, records
+from controller.api import records
 from controller.cli.cluster import ClusterState
 from controller.cli.render import table
 from controller.core.model import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait
 from controller.core.planner import plan
 from controller.core.whatif import without
+from controller.pipeline import gangs
 from shared import constants as c
 from webhook.mutate import MutationConfig, Outcome, mutate
 from webhook.patch import APPEND

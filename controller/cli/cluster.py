@@ -14,17 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller import gangs
-from controller import resources as r
-from controller.app import WATCHED, planner_config
-from controller.config import ControllerSettings
+from controller.api import resources as r
+from controller.api.kube import JSON, ApiError, Kube
+from controller.api.resources import ResourceType
+from controller.api.store import Store, sinks_for
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey, Snapshot
-from controller.gangs import GangView
-from controller.kube import JSON, ApiError, Kube
-from controller.podgroups import PodGroupFactory
-from controller.resources import ResourceType
-from controller.store import Store, sinks_for
+from controller.pipeline import gangs
+from controller.pipeline.gangs import GangView
+from controller.pipeline.podgroups import PodGroupFactory
+from controller.runtime.app import WATCHED, planner_config
+from controller.runtime.config import ControllerSettings
 from shared import constants as c
 
 DEPLOYMENTS = r.ResourceType("apps", "v1", "deployments", "Deployment")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller import status
 from controller.cli.cluster import ClusterState
 from controller.cli.render import duration, table
 from controller.core.model import Decision, GangKey, Pod, Preempt, Reject, Wait
@@ -12,7 +11,8 @@ from controller.core.ordering import ordered
 from controller.core.planner import plan
 from controller.core.state import is_live
 from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain
-from controller.gangs import GangView
+from controller.pipeline import status
+from controller.pipeline.gangs import GangView
 from shared.quantities import format_amount
 
 # ---- shared ------------------------------------------------------------------------------------

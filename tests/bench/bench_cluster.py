@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from controller.kube import KubeClient, gather_limited
-from controller.resources import PODS
+from controller.api.kube import KubeClient, gather_limited
+from controller.api.resources import PODS
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
 from tests.localcluster.cluster import REPO
 from tests.localcluster.phalanx import Phalanx

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from controller import gangs
+from controller.api.store import Store
 from controller.core.planner import plan
-from controller.store import Store
+from controller.pipeline import gangs
 
 OUT = Path("out/bench/memory.json")
 

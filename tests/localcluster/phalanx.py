@@ -38,7 +38,7 @@ class PhalanxOptions:
     webhook_port: int = field(default_factory=procs.free_port)
     webhook_health_port: int = field(default_factory=procs.free_port)
     controller_health_port: int = field(default_factory=procs.free_port)
-    # Short timeouts keep e2e tests quick; production defaults are in controller/config.py.
+    # Short timeouts keep e2e tests quick; production defaults are in controller/runtime/config.py.
     controller_env: dict[str, str] = field(
         default_factory=lambda: {
             "PHALANX_CONTROLLER_BIND_TIMEOUT_SECONDS": "20",

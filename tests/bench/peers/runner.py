@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.kube import ApiError, KubeClient, gather_limited
-from controller.resources import PODS, ResourceType
+from controller.api.kube import ApiError, KubeClient, gather_limited
+from controller.api.resources import PODS, ResourceType
 from tests.bench.peers.scenarios import Arrival, Scenario
 from tests.bench.peers.timeline import GangRecord, PodRecord, summarize
 from tests.localcluster import ClusterConfig, LocalCluster

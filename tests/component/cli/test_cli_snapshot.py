@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from controller import resources as r
+from controller.api import resources as r
+from controller.api.resources import JOBS
 from controller.cli import audit, report, targets
 from controller.cli.cluster import STATEFULSETS, ClusterState, controller_settings, load
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
-from controller.resources import JOBS
 from shared import constants as c
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, T0, FakeClock, gang, namespace, node, pod, podgroup

@@ -22,8 +22,8 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
-from controller.kube import JSON, ApiError, PatchType
-from controller.resources import EVENTS, LEASES, PODS, PRIORITY_CLASSES, ResourceType
+from controller.api.kube import JSON, ApiError, PatchType
+from controller.api.resources import EVENTS, LEASES, PODS, PRIORITY_CLASSES, ResourceType
 
 Key = tuple[str, str]
 NO_STATUS_SUBRESOURCE = (EVENTS, LEASES, PRIORITY_CLASSES)

@@ -1,7 +1,7 @@
 """Manifest builders, a fake clock, and a harness that wires the real shell to a FakeKube.
 
 The harness wires Store, WorkQueue, EventRecorder, Executor and Reconciler exactly as
-``controller.app.Controller`` does, but with a fake clock and with the informers replaced by
+``controller.runtime.app.Controller`` does, but with a fake clock and with the informers replaced by
 ``sync()``: it delivers the fake's watch events to the store on demand, so a test decides when the
 controller's view catches up with what it wrote.
 """
@@ -14,18 +14,18 @@ from typing import Any
 
 import orjson
 
-from controller import resources as r
+from controller.api import resources as r
+from controller.api.kube import JSON
+from controller.api.queue_feed import queue_sinks
+from controller.api.resources import ResourceType
+from controller.api.store import Store, sinks_for
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
-from controller.events import EventRecorder
-from controller.executor import Executor
-from controller.kube import JSON
-from controller.metrics import ControllerMetrics
-from controller.queue_feed import queue_sinks
-from controller.reconciler import REPLAN, Reconciler
-from controller.resources import ResourceType
-from controller.store import Store, sinks_for
-from controller.workqueue import WorkQueue
+from controller.pipeline.events import EventRecorder
+from controller.pipeline.executor import Executor
+from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.reconciler import REPLAN, Reconciler
+from controller.pipeline.workqueue import WorkQueue
 from shared import constants as c
 from tests.component.controller.fake_kube import FakeKube, Write
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller import admission_record
-from controller import resources as r
-from controller.kube import ApiError
+from controller.api import admission_record
+from controller.api import resources as r
+from controller.api.kube import ApiError
 from shared import constants as c
 from tests.component.controller.harness import (
     JOB,

@@ -1,4 +1,4 @@
-"""The wired controller (controller/app.py) and its health server, against the FakeKube."""
+"""The wired controller (controller/runtime/app.py) and its health server, against the FakeKube."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from controller import resources as r
-from controller.app import Controller
-from controller.config import ControllerSettings
-from controller.health import health_app
-from controller.informer import Informer
-from controller.metrics import ControllerMetrics
-from controller.reconciler import REPLAN
-from controller.store import Store, sinks_for
+from controller.api import resources as r
+from controller.api.informer import Informer
+from controller.api.store import Store, sinks_for
+from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.reconciler import REPLAN
+from controller.runtime.app import Controller
+from controller.runtime.config import ControllerSettings
+from controller.runtime.health import health_app
 from shared import constants as c
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import Harness, gang, gates_of, namespace, node, until

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller import resources as r
-from controller.kube import ApiError
+from controller.api import resources as r
+from controller.api.kube import ApiError
 from shared import constants as c
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, gates_of, pod, podgroup

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller import resources as r
+from controller.api import resources as r
 from tests.component.controller.harness import KEY, NS, Harness, bind, gang
 
 BYPASS_METRIC = "phalanx_gate_bypassed_pods_total"

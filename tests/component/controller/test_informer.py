@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from controller import resources as r
+from controller.api import resources as r
+from controller.api.informer import Informer
+from controller.api.store import Store, sinks_for
 from controller.core.model import GangKey
-from controller.informer import Informer
-from controller.store import Store, sinks_for
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, node, pod, until
 

@@ -9,8 +9,8 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client
 
-from controller import resources as r
-from controller.kube import ApiError, KubeClient
+from controller.api import resources as r
+from controller.api.kube import ApiError, KubeClient
 
 
 def kube_at(url: str) -> KubeClient:

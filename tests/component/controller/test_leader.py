@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from controller import leader
-from controller.kube import ApiError
-from controller.leader import LeaderElector
-from controller.records import parse_time
-from controller.resources import LEASES
+from controller.api.kube import ApiError
+from controller.api.records import parse_time
+from controller.api.resources import LEASES
+from controller.runtime import leader
+from controller.runtime.leader import LeaderElector
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import FakeClock
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller import resources as r
-from controller.kube import ApiError
-from controller.workload_owners import JOBSETS
+from controller.api import resources as r
+from controller.api.kube import ApiError
+from controller.api.workload_owners import JOBSETS
 from tests.component.controller.harness import JOB, KEY, NS, Harness, gang
 
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"

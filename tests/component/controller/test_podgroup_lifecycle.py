@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller import admission_record
-from controller import resources as r
+from controller.api import admission_record
+from controller.api import resources as r
 from shared import constants as c
 from tests.component.controller.harness import NS, Harness, gang, gates_of, pod, podgroup
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller import resources as r
+from controller.api import resources as r
 from shared import constants as c
 from tests.component.controller.harness import NS, Harness, gang, gates_of, podgroup
 

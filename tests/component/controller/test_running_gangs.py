@@ -7,7 +7,7 @@ every pass, and a PodGroup applied long before its workload timed the workload o
 
 from __future__ import annotations
 
-from controller import resources as r
+from controller.api import resources as r
 from controller.core.config import PlannerConfig
 from tests.component.controller.harness import NS, Harness, bind, gang, gates_of, pod, podgroup
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.store import Store
+from controller.api.store import Store
 from tests.component.controller.harness import pod
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import resources as r
+from controller.api import resources as r
 from controller.core.config import PlannerConfig
 from shared import constants as c
 from tests.component.controller.harness import Harness, gang, gates_of, namespace, podgroup

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller import resources as r
+from controller.api import resources as r
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
-from controller.executor import REQUEUED_LABEL
+from controller.pipeline.executor import REQUEUED_LABEL
 from shared import constants as c
 from tests.component.controller.harness import (
     JOB,

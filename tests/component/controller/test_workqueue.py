@@ -7,7 +7,7 @@ from collections.abc import Hashable
 
 import pytest
 
-from controller.workqueue import WorkQueue
+from controller.pipeline.workqueue import WorkQueue
 from tests.component.controller.harness import FakeClock
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller import resources as r
+from controller.api import resources as r
+from controller.api.queue_records import QueueRegistry, gang_queue, kai_queue, phalanx_queue
 from controller.core.model import Pod, Queue, QueueResource
-from controller.queue_records import QueueRegistry, gang_queue, kai_queue, phalanx_queue
 from shared import constants as c
 
 GPU = c.GPU_RESOURCE

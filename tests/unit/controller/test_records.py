@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.api.records import pinned_node_terms, pod_record
 from controller.core.fit import Constraints
 from controller.core.model import Requirement
-from controller.records import pinned_node_terms, pod_record
 
 from ..core.builders import node
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.workload_owners import (
+from controller.api.workload_owners import (
     JOBSETS,
     LEADERWORKERSETS,
     MPIJOBS,

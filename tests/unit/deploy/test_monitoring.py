@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.metrics import ControllerMetrics
+from controller.pipeline.metrics import ControllerMetrics
 from webhook.metrics import WebhookMetrics
 
 from .manifests import DEPLOY, REPO, kustomize, named, write_overlay

@@ -5,7 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-FORBIDDEN = ("asyncio", "aiohttp", "kubernetes_asyncio", "controller.app", "controller.reconciler")
+FORBIDDEN = (
+    "asyncio",
+    "aiohttp",
+    "kubernetes_asyncio",
+    "controller.runtime.app",
+    "controller.pipeline.reconciler",
+)
 
 
 def test_the_simulation_imports_no_async_shell() -> None:

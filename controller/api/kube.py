@@ -20,7 +20,7 @@ import orjson
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from controller.resources import ResourceType
+from controller.api.resources import ResourceType
 
 log = logging.getLogger(__name__)
 

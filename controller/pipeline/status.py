@@ -12,7 +12,7 @@ from typing import Any
 
 from controller.core.model import Admit, Decision, Preempt, Reason, Reject, Wait
 from controller.core.state import is_live
-from controller.gangs import DEGRADED_CONDITION, GangView
+from controller.pipeline.gangs import DEGRADED_CONDITION, GangView
 
 CONDITION = "Admitted"
 DEGRADED = DEGRADED_CONDITION  # reason and condition type

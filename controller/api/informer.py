@@ -15,8 +15,8 @@ import random
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from controller.kube import JSON, ApiError, Kube
-from controller.resources import ResourceType
+from controller.api.kube import JSON, ApiError, Kube
+from controller.api.resources import ResourceType
 
 log = logging.getLogger(__name__)
 

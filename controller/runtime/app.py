@@ -11,21 +11,21 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from controller import resources as r
-from controller.config import ControllerSettings
+from controller.api import resources as r
+from controller.api.informer import Informer
+from controller.api.kube import Kube
+from controller.api.queue_feed import queue_sinks
+from controller.api.resources import ResourceType
+from controller.api.store import Store, sinks_for
 from controller.core.config import PlannerConfig
-from controller.events import EventRecorder
-from controller.executor import Executor, ExecutorSettings
-from controller.health import health_app
-from controller.informer import Informer
-from controller.kube import Kube
-from controller.leader import LeaderElector
-from controller.metrics import ControllerMetrics
-from controller.queue_feed import queue_sinks
-from controller.reconciler import REPLAN, Reconciler
-from controller.resources import ResourceType
-from controller.store import Store, sinks_for
-from controller.workqueue import WorkQueue
+from controller.pipeline.events import EventRecorder
+from controller.pipeline.executor import Executor, ExecutorSettings
+from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.reconciler import REPLAN, Reconciler
+from controller.pipeline.workqueue import WorkQueue
+from controller.runtime.config import ControllerSettings
+from controller.runtime.health import health_app
+from controller.runtime.leader import LeaderElector
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from controller.api.kube import ApiError, Kube
+from controller.api.resources import ResourceType
 from controller.core.model import Pod
-from controller.kube import ApiError, Kube
-from controller.resources import ResourceType
 
 log = logging.getLogger(__name__)
 

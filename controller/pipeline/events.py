@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from controller.api.kube import ApiError, Kube
+from controller.api.resources import EVENTS
+from controller.api.store import PodGroupRecord
 from controller.core.model import Pod
-from controller.kube import ApiError, Kube
-from controller.resources import EVENTS
-from controller.status import iso
-from controller.store import PodGroupRecord
+from controller.pipeline.status import iso
 
 log = logging.getLogger(__name__)
 COMPONENT = "phalanx-controller"

@@ -14,21 +14,21 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 
-from controller import gangs, status
-from controller.bypass import GateBypassDetector
+from controller.api.kube import ApiError, Kube
+from controller.api.store import Hold, Store
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
 from controller.core.planner import plan
 from controller.core.state import is_live
-from controller.events import EventRecorder
-from controller.executor import Executor
-from controller.gangs import GangView
-from controller.kube import ApiError, Kube
-from controller.metrics import ControllerMetrics
-from controller.podgroups import PodGroupFactory, Sizing, waiting_message
-from controller.queue_status import QueueStatusWriter
-from controller.store import Hold, Store
-from controller.workqueue import WorkQueue
+from controller.pipeline import gangs, status
+from controller.pipeline.bypass import GateBypassDetector
+from controller.pipeline.events import EventRecorder
+from controller.pipeline.executor import Executor
+from controller.pipeline.gangs import GangView
+from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
+from controller.pipeline.queue_status import QueueStatusWriter
+from controller.pipeline.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 REPLAN = "*"  # queue key: capacity changed, no particular gang

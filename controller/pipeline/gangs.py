@@ -11,10 +11,10 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from controller import queue_records, records
+from controller.api import queue_records, records
+from controller.api.store import PodGroupRecord, Store
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
-from controller.store import PodGroupRecord, Store
 from shared import constants as c
 from shared.quantities import QuantityError, parse_resources
 
@@ -279,7 +279,7 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
 
 
 def _queue(record: PodGroupRecord, members: list[Pod], store: Store) -> str | None:
-    """The gang's queue (controller/queue_records.py says where it comes from)."""
+    """The gang's queue (controller/api/queue_records.py says where it comes from)."""
     parent_queue = None
     parent_name = record.spec.get("parentPodGroup")
     if parent_name:

@@ -10,11 +10,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from controller.api.kube import ApiError, Kube
+from controller.api.store import Store
 from controller.core.model import Decision, Plan, Preempt, Queue, QueueReport
 from controller.core.queues import QueueTree
-from controller.kube import ApiError, Kube
-from controller.metrics import ControllerMetrics
-from controller.store import Store
+from controller.pipeline.metrics import ControllerMetrics
 from shared import constants as c
 from shared.quantities import format_amount
 

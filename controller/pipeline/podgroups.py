@@ -19,12 +19,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from controller import workload_owners
+from controller.api import workload_owners
+from controller.api.kube import ApiError, Kube
+from controller.api.resources import PODGROUPS
+from controller.api.store import PodGroupRecord, Store
 from controller.core.model import GangKey, Pod
-from controller.gangs import inferred_min_member, member_annotation
-from controller.kube import ApiError, Kube
-from controller.resources import PODGROUPS
-from controller.store import PodGroupRecord, Store
+from controller.pipeline.gangs import inferred_min_member, member_annotation
 from shared import constants as c
 from shared import grouplink
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller import resources as r
-from controller.kube import JSON
-from controller.resources import ResourceType
-from controller.store import Store, StoreSink
+from controller.api import resources as r
+from controller.api.kube import JSON
+from controller.api.resources import ResourceType
+from controller.api.store import Store, StoreSink
 
 
 def _replan(store: Store, changed: bool) -> None:

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.kube import ApiError, Kube
-from controller.resources import LEASES
+from controller.api.kube import ApiError, Kube
+from controller.api.resources import LEASES
 
 log = logging.getLogger(__name__)
 

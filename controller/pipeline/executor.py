@@ -12,15 +12,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller import records
-from controller.admission_record import AdmissionRecord
+from controller.api import records
+from controller.api.admission_record import AdmissionRecord
+from controller.api.kube import JSON, ApiError, Kube, gather_limited
+from controller.api.resources import JOBS, PODS
+from controller.api.store import Store
 from controller.core.model import GangKey, Pod, Preempt
-from controller.events import EventRecorder
-from controller.gangs import GangView
-from controller.kube import JSON, ApiError, Kube, gather_limited
-from controller.metrics import ControllerMetrics
-from controller.resources import JOBS, PODS
-from controller.store import Store
+from controller.pipeline.events import EventRecorder
+from controller.pipeline.gangs import GangView
+from controller.pipeline.metrics import ControllerMetrics
 from shared import constants as c
 
 log = logging.getLogger(__name__)

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from controller import admission_record, records
-from controller import resources as r
-from controller.admission_record import AdmissionRecord
+from controller.api import admission_record, records
+from controller.api import resources as r
+from controller.api.admission_record import AdmissionRecord
+from controller.api.kube import JSON
+from controller.api.queue_records import QueueRegistry
+from controller.api.resources import PODGROUP_TYPES, ResourceType
 from controller.core.model import GangKey, Node, Pod
-from controller.kube import JSON
-from controller.queue_records import QueueRegistry
-from controller.resources import PODGROUP_TYPES, ResourceType
 from shared import constants as c
 from shared import grouplink
 
@@ -136,7 +136,7 @@ class Store:
     _holds: dict[GangKey, Hold] = field(default_factory=dict)
     # The admission of a PodGroup deleted while its gang lived: a PodGroup made again carries it.
     deleted_admissions: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
-    # Queues and namespace default queues (fed by controller/queue_feed.py).
+    # Queues and namespace default queues (fed by controller/api/queue_feed.py).
     queues: QueueRegistry = field(default_factory=QueueRegistry)
 
     # ---- notifications ---------------------------------------------------------------------------

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller import resources as r
+from controller.api import resources as r
+from controller.api.resources import ResourceType
 from controller.core.model import Pod, Queue, QueueResource
-from controller.resources import ResourceType
 from shared import constants as c
 from shared.quantities import QuantityError, to_int
 

@@ -1,0 +1,1 @@
+"""The process: wiring (app), leader election, health endpoints, settings."""
