@@ -1,4 +1,4 @@
-"""The public names of Phalanx (DESIGN.md §1). Tests, docs and users rely on them."""
+"""The public names of Phalanx. Tests, docs and users rely on them."""
 
 from typing import Final
 

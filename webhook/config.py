@@ -25,8 +25,12 @@ class WebhookSettings(BaseSettings):
     bind_address: str = "0.0.0.0"
     port: int = Field(default=9443, ge=0, le=65535, description="TLS admission port")
     health_port: int = Field(default=8080, ge=0, le=65535, description="plain HTTP /healthz /readyz /metrics")
-    cert_dir: Path = Path("/etc/phalanx/webhook/certs")
-    cert_reload_seconds: float = Field(default=5.0, gt=0)
+    cert_dir: Path = Field(
+        Path("/etc/phalanx/webhook/certs"), description="where tls.crt and tls.key are read"
+    )
+    cert_reload_seconds: float = Field(
+        default=5.0, gt=0, description="how often a renewed certificate is picked up"
+    )
     # The API server's own request limit (3 MiB): no review it sends is larger.
     max_body_bytes: int = Field(default=3 * 1024 * 1024, ge=1024)
     # A body must arrive whole within this time; stalled uploads are cut (HTTP 408).
@@ -34,11 +38,16 @@ class WebhookSettings(BaseSettings):
     # Large bodies (over 64 KiB, or of unknown length) read at once; another waits, then gets 503.
     max_concurrent_large_bodies: int = Field(default=8, ge=1)
     body_slot_wait_seconds: float = Field(default=1.0, ge=0)
-    foreign_schedulers: NameList = frozenset(c.DEFAULT_FOREIGN_GANG_SCHEDULERS)
-    target_scheduler: str = c.DEFAULT_SCHEDULER
-    excluded_namespaces: NameList = DEFAULT_EXCLUDED_NAMESPACES
-    log_level: str = "INFO"
-    log_json: bool = True
+    foreign_schedulers: NameList = Field(
+        frozenset(c.DEFAULT_FOREIGN_GANG_SCHEDULERS),
+        description="schedulerName values of other gang schedulers, rewritten to --target-scheduler",
+    )
+    target_scheduler: str = Field(c.DEFAULT_SCHEDULER, description="the scheduler gangs are handed to")
+    excluded_namespaces: NameList = Field(
+        DEFAULT_EXCLUDED_NAMESPACES, description="never mutated, whatever their labels say"
+    )
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_json: bool = Field(True, description="JSON log lines (--no-log-json: plain text)")
     # On SIGTERM: keep serving (unready) this long while the endpoint removal propagates...
     shutdown_delay_seconds: float = Field(default=2.0, ge=0)
     # ...then wait at most this long for in-flight requests (the API server's timeout is 10 s).

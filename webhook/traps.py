@@ -1,4 +1,4 @@
-"""Settings that would deadlock a gated gang (DESIGN.md §3): fixed where possible, else warned about.
+"""Settings that would deadlock a gated gang (README, "What the webhook does"): fixed where possible, else warned about.
 
 Each function returns the admission warnings that explain what it did.
 """

@@ -3,7 +3,7 @@
 It holds slim records, not raw objects, indexes pods by gang, and tells the reconciler which gangs
 a change touched (``None`` means "capacity changed: replan everything"). It also holds what the
 controller *assumes* before the informers confirm it: admissions it has just recorded, so the next
-planning pass cannot give the same room away twice (DESIGN.md §2 rule 5).
+planning pass cannot give the same room away twice (docs/design.md, "Record before acting").
 """
 
 from __future__ import annotations

@@ -219,17 +219,17 @@ class Snapshot:
 class Reason(StrEnum):
     """PascalCase words written to PodGroup conditions and Events."""
 
-    ADMITTED = "Admitted"
-    WAITING_FOR_MEMBERS = "WaitingForMembers"
-    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    ADMITTED = "Admitted"  # gates lifted: the whole gang fits and was let go
+    WAITING_FOR_MEMBERS = "WaitingForMembers"  # fewer than minMember pods exist yet
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"  # the whole gang (or its minResources) does not fit now
     UNSCHEDULABLE = "Unschedulable"  # no node could ever host a member (empty cluster too small)
-    FOREIGN_GATES = "ForeignGates"
-    WAITING_FOR_PARENT = "WaitingForSiblings"
+    FOREIGN_GATES = "ForeignGates"  # another system's scheduling gate is still on a member
+    WAITING_FOR_PARENT = "WaitingForSiblings"  # a child of a parentPodGroup waits for its siblings
     RESERVED = "Reserved"  # holds a starvation reservation
-    BLOCKED_BY_RESERVATION = "BlockedByReservation"
-    PREEMPTING = "Preempting"
-    SCHEDULING_TIMEOUT = "SchedulingTimeout"
-    INVALID_SPEC = "InvalidSpec"
+    BLOCKED_BY_RESERVATION = "BlockedByReservation"  # would fit, but in room reserved for a starving gang
+    PREEMPTING = "Preempting"  # lower-priority gangs are being evicted to make room
+    SCHEDULING_TIMEOUT = "SchedulingTimeout"  # not admitted within its schedule timeout
+    INVALID_SPEC = "InvalidSpec"  # a spec that can never be satisfied (e.g. minMember > creatable)
     QUEUE_NOT_FOUND = "QueueNotFound"  # names a queue that does not exist (or is not a leaf)
     QUEUE_LIMIT = "QueueLimit"  # its queue, or an ancestor, would go beyond its limit
 

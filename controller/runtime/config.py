@@ -15,17 +15,21 @@ class ControllerSettings(BaseSettings):
 
     kubeconfig: str | None = Field(None, description="kubeconfig path; in-cluster service account when unset")
     namespace: str = Field("phalanx-system", description="where the leader-election Lease lives")
-    health_bind_address: str = "0.0.0.0"
-    health_port: int = 8081
-    leader_election: bool = True
-    lease_name: str = "phalanx-controller"
+    health_bind_address: str = Field("0.0.0.0", description="address of /healthz, /readyz and /metrics")
+    health_port: int = Field(8081, description="port of /healthz, /readyz and /metrics")
+    leader_election: bool = Field(
+        True, description="elect one leader among replicas (--no-leader-election: off)"
+    )
+    lease_name: str = Field("phalanx-controller", description="the leader-election Lease")
     identity: str = Field(
         default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname(),
         description="this replica's name in the Lease; unique per replica and kept across restarts "
         "(the pod's name), so a restarted leader takes its own lease back at once",
     )
-    lease_duration_seconds: float = 15.0
-    lease_renew_seconds: float = 5.0
+    lease_duration_seconds: float = Field(
+        15.0, description="a leader that stops renewing loses the lease after this"
+    )
+    lease_renew_seconds: float = Field(5.0, description="how often the leader renews its lease")
     default_schedule_timeout_seconds: float | None = Field(
         None, description="timeout for gangs that set none (PodGroup spec or annotation); unset: wait forever"
     )
@@ -42,16 +46,24 @@ class ControllerSettings(BaseSettings):
         description="a running gang with fewer than minMember members running (a node drained, a pod "
         "evicted) is re-queued whole after this long; 0: never",
     )
-    preemption: bool = True
-    preemption_dry_run: bool = False
-    preemption_min_runtime_seconds: float = 0.0
-    eviction_grace_seconds: int | None = None
+    preemption: bool = Field(
+        True, description="whole-gang preemption of lower-priority work (--no-preemption: off)"
+    )
+    preemption_dry_run: bool = Field(False, description="only report what preemption would evict")
+    preemption_min_runtime_seconds: float = Field(
+        0.0, description="work running for less than this is never preempted (anti-thrashing)"
+    )
+    eviction_grace_seconds: int | None = Field(
+        None, description="grace period of preemption evictions; unset: each pod's own"
+    )
     starvation_age_seconds: float | None = Field(
         None,
         description="a gang waiting longer gets a reservation so smaller gangs cannot starve it; "
         "unset (the default): no reservations",
     )
-    patch_concurrency: int = 64
-    resync_seconds: float = 30.0
-    log_level: str = "INFO"
-    log_json: bool = True
+    patch_concurrency: int = Field(64, description="parallel pod patches when a gang's gates are lifted")
+    resync_seconds: float = Field(
+        30.0, description="a full re-plan at least this often, whatever the watches say"
+    )
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
+    log_json: bool = Field(True, description="JSON log lines (--no-log-json: plain text)")

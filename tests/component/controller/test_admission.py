@@ -1,4 +1,4 @@
-"""Reconciler + executor end to end, in-process, against the FakeKube (DESIGN.md §4 tier 2)."""
+"""Reconciler + executor end to end, in-process, against the FakeKube (the component tier, README "Tests")."""
 
 from __future__ import annotations
 
