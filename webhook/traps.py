@@ -1,4 +1,5 @@
-"""Settings that would deadlock a gated gang (README, "What the webhook does"): fixed where possible, else warned about.
+"""Settings that would deadlock a gated gang: fixed where possible, else warned about (README,
+"What the webhook does").
 
 Each function returns the admission warnings that explain what it did.
 """
