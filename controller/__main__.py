@@ -12,7 +12,7 @@ import sys
 from pydantic import ValidationError
 
 from controller.api.kube import KubeClient
-from controller.runtime.app import Controller
+from controller.runtime.app import Controller, LeadershipLost
 from controller.runtime.config import ControllerSettings
 from shared.logging import configure_logging
 
@@ -59,12 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"phalanx-controller: invalid settings:\n{err}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, json=settings.log_json)
+    code = 0
     try:
         asyncio.run(_main(settings))
-    except SystemExit as exit_:
-        log.error("exiting", extra={"reason": str(exit_)})
-        return 1
-    return 0
+    except* LeadershipLost as lost:
+        log.error("exiting", extra={"reason": str(lost.exceptions[0])})
+        code = 1  # restarted as a standby
+    return code
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ and the health/metrics server."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -49,6 +48,10 @@ def planner_config(settings: ControllerSettings) -> PlannerConfig:
         preemption_min_runtime_seconds=settings.preemption_min_runtime_seconds,
         starvation_age_seconds=settings.starvation_age_seconds,
     )
+
+
+class LeadershipLost(Exception):
+    """This replica stopped leading: it exits, to be restarted as a standby."""
 
 
 class Controller:
@@ -112,18 +115,20 @@ class Controller:
                 log.info("resource not served, not watched yet", extra={"resource": str(rt)})
         return served
 
-    def _start_informers(self, types: list[ResourceType]) -> list[asyncio.Task[None]]:
+    def _start_informers(self, group: asyncio.TaskGroup, types: list[ResourceType]) -> None:
         sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
         sinks.update(
             queue_sinks(self.store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None)
         )
         informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
-        return [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in informers]
+        for informer in informers:
+            group.create_task(informer.run(), name=f"informer {informer.rt}")
 
-    async def _watch_new_kinds(self, tasks: list[asyncio.Task[None]]) -> None:
+    async def _watch_new_kinds(self, group: asyncio.TaskGroup) -> None:
         """A CRD installed after the start (a component added later, or not yet Established when
-        the controller came up) is watched from then on: its PodGroups would be invisible."""
+        the controller came up) is watched from then on: its PodGroups would be invisible. Its
+        informer joins the same task group, so its crash stops the process like any other's."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
             watched = {i.rt for i in self.informers}
@@ -137,9 +142,16 @@ class Controller:
                 continue
             if new:
                 log.info("resource now served, watching it", extra={"resources": [str(t) for t in new]})
-                tasks.extend(self._start_informers(new))
+                self._start_informers(group, new)
+
+    async def _leadership_kept(self) -> None:
+        await self.elector.lost.wait()
+        raise LeadershipLost("lost leadership")
 
     async def run(self, health_host: str | None = None, health_port: int | None = None) -> None:
+        """Serve health, watch, elect and reconcile until cancelled, or until a task fails or
+        leadership is lost (raised as ``LeadershipLost``, inside an ExceptionGroup): every
+        long-running task lives in one TaskGroup, so none can die unnoticed."""
         runner = web.AppRunner(
             health_app(lambda: self.synced, lambda: not self.elector.lost.is_set(), self.metrics.registry)
         )
@@ -148,31 +160,21 @@ class Controller:
             runner, health_host or self.settings.health_bind_address, health_port or self.settings.health_port
         )
         await site.start()
-        tasks: list[asyncio.Task[None]] = []
         try:
-            types = await self._served_types(WATCHED)
-            tasks = self._start_informers(types)
-            await asyncio.gather(*(i.synced.wait() for i in self.informers))
-            log.info("informers synced", extra={"resources": [str(t) for t in types]})
-            if self.settings.leader_election:
-                tasks.append(asyncio.create_task(self.elector.run(), name="leader election"))
-            else:
-                self.elector.is_leader.set()
-            tasks.append(asyncio.create_task(self.reconciler.run(self.elector.is_leader), name="reconciler"))
-            tasks.append(asyncio.create_task(self._resync(), name="resync"))
-            tasks.append(asyncio.create_task(self._watch_new_kinds(tasks), name="new kinds"))
-            lost = asyncio.create_task(self.elector.lost.wait())
-            done, _ = await asyncio.wait([*tasks, lost], return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if task is lost:
-                    raise SystemExit("lost leadership")
-                task.result()  # surface the crash of a long-running task
+            async with asyncio.TaskGroup() as group:
+                types = await self._served_types(WATCHED)
+                self._start_informers(group, types)
+                await asyncio.gather(*(i.synced.wait() for i in self.informers))
+                log.info("informers synced", extra={"resources": [str(t) for t in types]})
+                if self.settings.leader_election:
+                    group.create_task(self.elector.run(), name="leader election")
+                    group.create_task(self._leadership_kept(), name="leadership kept")
+                else:
+                    self.elector.is_leader.set()
+                group.create_task(self.reconciler.run(self.elector.is_leader), name="reconciler")
+                group.create_task(self._resync(), name="resync")
+                group.create_task(self._watch_new_kinds(group), name="new kinds")
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
             if self.settings.leader_election:
                 await self.elector.release()  # nothing admits any more: hand over at once
             await runner.cleanup()

@@ -16,7 +16,7 @@ from controller.api.informer import Informer
 from controller.api.store import Store, sinks_for
 from controller.pipeline.metrics import ControllerMetrics
 from controller.pipeline.reconciler import REPLAN
-from controller.runtime.app import Controller
+from controller.runtime.app import Controller, LeadershipLost
 from controller.runtime.config import ControllerSettings
 from controller.runtime.health import health_app
 from shared import constants as c
@@ -177,6 +177,58 @@ async def test_a_podgroup_kind_served_after_the_start_is_watched_from_then_on() 
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_informer_started_later_is_supervised_too() -> None:
+    """Every long-running task is in one TaskGroup: the crash of an informer started after the
+    launch stops the controller (to be restarted) instead of leaving a kind silently unwatched."""
+    kube = FakeKube()
+    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.seed(r.NODES, node("node-0"))
+    kube.seed(r.NAMESPACES, namespace())
+    settings = ControllerSettings(
+        leader_election=False, health_bind_address="127.0.0.1", health_port=free_port(), resync_seconds=0.05
+    )
+    ctl = Controller(settings, kube)
+    task = asyncio.create_task(ctl.run())
+    try:
+        await until(lambda: ctl.synced)
+        crash = RuntimeError("watch of the late kind crashed")
+
+        async def crashing() -> None:
+            raise crash
+
+        original = ctl._start_informers
+
+        def start(group: asyncio.TaskGroup, types: list[r.ResourceType]) -> None:
+            original(group, types)
+            group.create_task(crashing())
+
+        ctl._start_informers = start  # type: ignore[method-assign]
+        kube.unserved = {r.WORKLOADS}  # a kind becomes served: its informer starts, and crashes
+        with pytest.raises(ExceptionGroup) as raised:
+            await asyncio.wait_for(task, 5)
+        assert raised.value.exceptions == (crash,)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_lost_leadership_ends_the_run_with_leadership_lost() -> None:
+    kube = FakeKube()
+    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.seed(r.NODES, node("node-0"))
+    kube.seed(r.NAMESPACES, namespace())
+    settings = ControllerSettings(
+        health_bind_address="127.0.0.1", health_port=free_port(), resync_seconds=3600
+    )
+    ctl = Controller(settings, kube)
+    task = asyncio.create_task(ctl.run())
+    await until(ctl.elector.is_leader.is_set)
+    ctl.elector.lost.set()  # what the elector does when it cannot renew in time
+    with pytest.raises(ExceptionGroup) as raised:
+        await asyncio.wait_for(task, 5)
+    assert [type(e) for e in raised.value.exceptions] == [LeadershipLost]
 
 
 def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
