@@ -3,6 +3,7 @@ history."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
@@ -18,13 +19,35 @@ log = logging.getLogger(__name__)
 COMPONENT = "phalanx-controller"
 
 
+# Events waiting to be posted; beyond this many the oldest are dropped (they are best effort).
+BACKLOG = 10_000
+
+
 class EventRecorder:
-    def __init__(self, kube: Kube, clock: Callable[[], float], instance: str) -> None:
+    """Events are best effort: with ``background`` they are queued and posted by ``run()`` (a task
+    of the controller's TaskGroup), so a reconcile pass never waits on them; without it (tests, one-
+    shot tools) they are posted at once."""
+
+    def __init__(
+        self, kube: Kube, clock: Callable[[], float], instance: str, background: bool = False
+    ) -> None:
         self._kube = kube
         self._clock = clock
         self._instance = instance
         # (podgroup uid, reason) -> last message; an Event is sent when the message changes.
         self._last: dict[tuple[str, str], str] = {}
+        self._background = background
+        self._backlog: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(BACKLOG)
+        self.dropped = 0
+
+    async def run(self) -> None:
+        """Post queued Events, one at a time, for ever."""
+        while True:
+            namespace, body = await self._backlog.get()
+            try:
+                await self._send(namespace, body)
+            except Exception as err:  # a transport error must not end the controller
+                log.warning("event not recorded", extra={"namespace": namespace, "error": repr(err)})
 
     def seen(self, record: PodGroupRecord, reason: str, message: str) -> bool:
         return self._last.get((record.uid, reason)) == message
@@ -109,6 +132,17 @@ class EventRecorder:
         }
 
     async def _post(self, namespace: str, *bodies: dict[str, Any]) -> None:
+        if not self._background:
+            for body in bodies:
+                await self._send(namespace, body)
+            return
+        for body in bodies:
+            if self._backlog.full():
+                self._backlog.get_nowait()  # the oldest goes: a newer Event says more
+                self.dropped += 1
+            self._backlog.put_nowait((namespace, body))
+
+    async def _send(self, namespace: str, *bodies: dict[str, Any]) -> None:
         try:
             for body in bodies:
                 await self._kube.create(EVENTS, namespace, body)

@@ -65,7 +65,7 @@ class Controller:
         self.metrics = ControllerMetrics()
         self.queue = WorkQueue(time.monotonic)
         identity = settings.identity
-        self.events = EventRecorder(kube, clock, identity)
+        self.events = EventRecorder(kube, clock, identity, background=True)
         self.executor = Executor(
             kube,
             self.store,
@@ -172,6 +172,7 @@ class Controller:
                 else:
                     self.elector.is_leader.set()
                 group.create_task(self.reconciler.run(self.elector.is_leader), name="reconciler")
+                group.create_task(self.events.run(), name="events")
                 group.create_task(self._resync(), name="resync")
                 group.create_task(self._watch_new_kinds(group), name="new kinds")
         finally:
