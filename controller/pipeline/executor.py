@@ -245,40 +245,15 @@ class Executor:
         are gone, so it recreates them gated and the gang re-queues whole; every other pod is
         evicted through the Eviction API (graceful, PDB-checked) and recreated by its owner.
         """
-        now = self.clock()
-        key = view.podgroup.key
-        victim_pods: list[Pod] = []
-        victims_text = []
-        for victim in decision.victims:
-            pods = [self.store.pods[uid] for uid in victim.pods if uid in self.store.pods]
-            victim_pods.extend(pods)
-            victims_text.append(
-                str(victim.gang) if victim.gang else ", ".join(f"{p.namespace}/{p.name}" for p in pods)
-            )
-        summary = "; ".join(victims_text)
+        victim_pods, summary = self._victims(decision)
         if self.settings.dry_run_preemption:
             await self.events.emit(
                 view.podgroup, "PreemptionDryRun", f"would evict: {summary}: {decision.message}"
             )
             return
-        checks = await gather_limited(
-            self.settings.concurrency,
-            *(
-                self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds, dry_run=True)
-                for p in victim_pods
-            ),
-        )
-        refused = [
-            f"{p.name}: {r}"
-            for p, r in zip(victim_pods, checks, strict=True)
-            if isinstance(r, BaseException) and not (isinstance(r, ApiError) and r.not_found)
-        ]
-        if refused:
-            await self.events.emit(
-                view.podgroup, "PreemptionBlocked", f"not preempting {summary}: {refused[0]}", warning=True
-            )
-            raise RuntimeError(f"preemption refused for {len(refused)} victim pods: {refused[0]}")
-
+        await self._check_evictions(view, victim_pods, summary)
+        now = self.clock()
+        key = view.podgroup.key
         for victim in decision.victims:
             if victim.gang is not None and victim.gang in views:
                 # The victim re-queues whole: its old admission must not let its new pods trickle in.
@@ -306,6 +281,38 @@ class Executor:
         await self.events.emit(view.podgroup, "Preempting", f"evicting {summary}: {decision.message}")
         if failed:
             raise RuntimeError(f"{len(failed)} evictions failed: {failed[0]}")
+
+    def _victims(self, decision: Preempt) -> tuple[list[Pod], str]:
+        """The victims' pods the store knows, and a summary naming each victim for Events."""
+        victim_pods: list[Pod] = []
+        names = []
+        for victim in decision.victims:
+            pods = [self.store.pods[uid] for uid in victim.pods if uid in self.store.pods]
+            victim_pods.extend(pods)
+            names.append(
+                str(victim.gang) if victim.gang else ", ".join(f"{p.namespace}/{p.name}" for p in pods)
+            )
+        return victim_pods, "; ".join(names)
+
+    async def _check_evictions(self, view: GangView, victim_pods: list[Pod], summary: str) -> None:
+        """Dry-run every eviction first: a budget the snapshot did not know stops it all."""
+        checks = await gather_limited(
+            self.settings.concurrency,
+            *(
+                self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds, dry_run=True)
+                for p in victim_pods
+            ),
+        )
+        refused = [
+            f"{p.name}: {r}"
+            for p, r in zip(victim_pods, checks, strict=True)
+            if isinstance(r, BaseException) and not (isinstance(r, ApiError) and r.not_found)
+        ]
+        if refused:
+            await self.events.emit(
+                view.podgroup, "PreemptionBlocked", f"not preempting {summary}: {refused[0]}", warning=True
+            )
+            raise RuntimeError(f"preemption refused for {len(refused)} victim pods: {refused[0]}")
 
     async def resume_requeued_jobs(self) -> int:
         """Resume Jobs suspended to re-queue their gang once their pods are gone; returns how many

@@ -90,11 +90,39 @@ class Reconciler:
                     self.queue.forget(key)
 
     async def reconcile(self, batch: set[Hashable]) -> set[Hashable]:
-        """One pass. Returns the keys whose work failed (to retry with backoff)."""
+        """One pass: snapshot -> plan -> act -> report. Returns the keys whose work failed (to
+        retry with backoff)."""
         self.passes += 1
         failed: set[Hashable] = set()
         # A REPLAN (resync, leadership gained) covers every gang, also those seen while on standby.
         targets = self.store.gang_keys() if REPLAN in batch else {k for k in batch if isinstance(k, GangKey)}
+        await self._ensure_podgroups(targets, failed)
+
+        now = self.clock()
+        started = time.perf_counter()
+        snapshot, views = gangs.snapshot(self.store, now)
+        the_plan = plan(snapshot, self.planner)
+        self.metrics.pass_duration.observe(time.perf_counter() - started)
+        decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
+
+        await self._act(views, decisions, failed)
+        await self.bypass.check(views)
+        await self._bind_timeouts(views, decisions, now, failed)
+        await self._degraded(views, decisions, now, failed)
+        await self._timeouts(views, decisions, now)
+        await self._write_statuses(views, decisions, now, failed)
+        await self.queue_status.write(the_plan, the_plan.decisions)
+        self._release_stale_holds(views, decisions, now)
+        await self._resume_requeued_jobs(full=REPLAN in batch)
+        # A member whose spec cannot be read is not part of any plan: say so where people look.
+        for owner_key, problem in self.store.invalid_pods.values():
+            if owner_key is not None and owner_key in views:
+                await self.events.emit(views[owner_key].podgroup, "InvalidMember", problem, warning=True)
+        if REPLAN in batch:
+            self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
+        return failed
+
+    async def _ensure_podgroups(self, targets: set[GangKey], failed: set[Hashable]) -> None:
         unsized: dict[GangKey, Sizing] = {}
         for key in sorted(targets, key=str):
             try:
@@ -107,20 +135,16 @@ class Reconciler:
                     unsized[key] = sizing
         await self._report_unsized(unsized)
 
-        now = self.clock()
-        started = time.perf_counter()
-        snapshot, views = gangs.snapshot(self.store, now)
-        the_plan = plan(snapshot, self.planner)
-        self.metrics.pass_duration.observe(time.perf_counter() - started)
-        decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
-
+    async def _act(
+        self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], failed: set[Hashable]
+    ) -> None:
+        """Finish admissions a crash left half done, then carry out this pass's decisions."""
         for key, view in views.items():
             try:
                 await self.executor.finish_admission(view)
             except Exception as err:
                 log.warning("finishing admission failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
-
         for key, decision in decisions.items():
             target = views.get(key)
             if target is None:
@@ -134,27 +158,14 @@ class Reconciler:
                 log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
 
-        await self.bypass.check(views)
-        await self._bind_timeouts(views, decisions, now, failed)
-        await self._degraded(views, decisions, now, failed)
-        await self._timeouts(views, decisions, now)
-        await self._write_statuses(views, decisions, now, failed)
-        await self.queue_status.write(the_plan, the_plan.decisions)
-        self._release_stale_holds(views, decisions, now)
-        if REPLAN in batch and self.executor.requeued_jobs:
+    async def _resume_requeued_jobs(self, full: bool) -> None:
+        if full and self.executor.requeued_jobs:
             try:
                 await self.executor.resume_requeued_jobs()
             except ApiError as err:
                 log.warning("resuming re-queued jobs failed", extra={"error": str(err)})
         if self.executor.requeued_jobs:
             self.queue.add_after(REPLAN, 0.5)  # resume the suspended Jobs once their pods are gone
-        # A member whose spec cannot be read is not part of any plan: say so where people look.
-        for owner_key, problem in self.store.invalid_pods.values():
-            if owner_key is not None and owner_key in views:
-                await self.events.emit(views[owner_key].podgroup, "InvalidMember", problem, warning=True)
-        if REPLAN in batch:
-            self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
-        return failed
 
     async def _report_unsized(self, unsized: dict[GangKey, Sizing]) -> None:
         """Gated pods that name a group nobody has created yet: they have no PodGroup to carry a
