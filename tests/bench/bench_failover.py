@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster, procs
+from tests.localcluster.cluster import REPO
 from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 
 OUT = Path("out/bench/failover.json")
@@ -74,7 +75,7 @@ def main() -> int:
     for key in ("PHALANX_CONTROLLER_LEASE_DURATION_SECONDS", "PHALANX_CONTROLLER_LEASE_RENEW_SECONDS"):
         options.controller_env.pop(key, None)
     config = ClusterConfig(
-        name="phalanx-failover", workdir=Path(".local/bench-failover"), fleet=FleetSpec(gpu_nodes=4)
+        name="phalanx-failover", workdir=REPO / ".local" / "bench-failover", fleet=FleetSpec(gpu_nodes=4)
     )
     figures: dict[str, Any] = {"lease_duration_s": 15.0, "lease_renew_s": 5.0}
     cluster = LocalCluster(config).up()
