@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from prometheus_client import Counter
-
 from controller.core.model import GangKey, Pod
 from controller.events import EventRecorder
 from controller.gangs import GangView
@@ -42,11 +40,7 @@ def bypassed(view: GangView, ever_admitted: set[str]) -> list[Pod]:
 class GateBypassDetector:
     def __init__(self, events: EventRecorder, metrics: ControllerMetrics) -> None:
         self.events = events
-        self.counter = Counter(
-            "phalanx_gate_bypassed_pods_total",
-            "Gang members found bound without Phalanx's admission (gate removed by someone else)",
-            registry=metrics.registry,
-        )
+        self.counter = metrics.gate_bypassed
         self._ever_admitted: set[str] = set()  # every uid seen in an admission record
         self._reported: set[str] = set()
 

@@ -52,6 +52,11 @@ class ControllerMetrics:
             "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=r
         )
         self.status_writes = Counter("phalanx_status_writes_total", "PodGroup status updates", registry=r)
+        self.gate_bypassed = Counter(
+            "phalanx_gate_bypassed_pods_total",
+            "Gang members found bound without Phalanx's admission (README Security)",
+            registry=r,
+        )
         # Queues (README "Queues"): per queue, subtree included; resource as in the pod spec.
         by_resource = ["queue", "resource"]
         self.queue_allocated = Gauge(
