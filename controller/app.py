@@ -24,7 +24,7 @@ from controller.metrics import ControllerMetrics
 from controller.queue_feed import queue_sinks
 from controller.reconciler import REPLAN, Reconciler
 from controller.resources import ResourceType
-from controller.store import Store, sinks_for
+from controller.store import Store, StoreSink, sinks_for
 from controller.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,13 @@ WATCHED = [
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
 ]
+
+
+def informer_sinks(store: Store, types: list[ResourceType]) -> dict[str, StoreSink]:
+    """Where each watched type's lists and events go (also what kubectl-phalanx feeds its store)."""
+    sinks = sinks_for(store, [t for t in types if t in r.PODGROUP_TYPES])
+    sinks.update(queue_sinks(store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None))
+    return sinks
 
 
 def planner_config(settings: ControllerSettings) -> PlannerConfig:
@@ -113,10 +120,7 @@ class Controller:
         return served
 
     def _start_informers(self, types: list[ResourceType]) -> list[asyncio.Task[None]]:
-        sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
-        sinks.update(
-            queue_sinks(self.store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None)
-        )
+        sinks = informer_sinks(self.store, types)
         informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         return [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in informers]

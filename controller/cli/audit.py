@@ -20,6 +20,7 @@ from controller.cli.render import table
 from controller.core.model import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait
 from controller.core.planner import plan
 from controller.core.whatif import without
+from controller.podgroups import declared_size, waiting_message
 from shared import constants as c
 from webhook.mutate import MutationConfig, Outcome, mutate
 from webhook.patch import APPEND
@@ -134,10 +135,16 @@ def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]
     return pods
 
 
-def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang:
+def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang | str:
+    """The gang as the controller would plan it, or what it would wait for to learn its size."""
     existing = state.store.podgroup(key)
     spec = existing.spec if existing is not None else {}
-    min_member = gangs._int(spec.get("minMember")) or gangs.inferred_min_member(members) or 1
+    min_member = gangs._int(spec.get("minMember"))
+    if min_member is None:
+        sizing = declared_size(key, members, state.store)  # as the controller sizes a new PodGroup
+        if sizing.min_member is None:
+            return waiting_message(sizing)
+        min_member = sizing.min_member
     return Gang(
         key=key,
         min_member=min_member,
@@ -244,6 +251,9 @@ def _check_workload(
     deadline = integer(get_in(raw, *deadline_path), 0) if deadline_path else 0
     for group, pods in sorted(by_group.items()):
         gang = _gang(state, GangKey(namespace, group), pods)
+        if isinstance(gang, str):
+            out.append(finding(ERROR, "SizeUnknown", f"gang {group} would wait: {gang}"))
+            continue
         at_all = plan(_empty_cluster(state, gang), state.config).for_gang(gang.key)
         if isinstance(at_all, Reject):
             out.append(finding(ERROR, "GroupSize", f"gang {group}: {at_all.message}"))
