@@ -215,3 +215,16 @@ async def test_statefulset_and_mpijob_targets_find_their_gangs() -> None:
     data = report.explain_data(state, GangKey(NS, "pi"))
     assert {m["name"] for m in data["members"]} == {"pi-worker-0", "pi-worker-1", "pi-launcher-x"}
     assert data["podGroup"]["minMember"] == 3
+
+
+async def test_a_gang_whose_size_is_unknown_is_reported_not_planned() -> None:
+    kube = eight_on_five_free()
+    # Named by the user's own Coscheduling link, no size: the controller waits for that PodGroup.
+    linked = pod("own-0", "own", min_member=None)
+    linked["metadata"]["labels"][c.COSCHEDULING_LABEL] = "own"
+    kube.seed(r.PODS, linked)
+    state = await state_of(kube)
+    key = GangKey(NS, "own")
+    assert key not in state.views and key not in state.synthesized
+    assert "PodGroup team/own" in state.unsized[key]
+    assert targets.resolve(state, NS, "pod/own-0") == [key]
