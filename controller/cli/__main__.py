@@ -128,7 +128,7 @@ async def _run(args: argparse.Namespace) -> int:
         out = found[0] if len(found) == 1 else found
         text = "\n\n".join(report.explain_text(d) for d in found)
     elif args.command == "top":
-        out = report.top_rows(state, namespace)
+        out = report.top_data(state, namespace)
         text = report.top_text(out)
     else:
         findings = audit.audit(state, namespace)

@@ -71,15 +71,18 @@ async def test_explain_rebuilds_the_controllers_gang_and_names_what_would_start_
 
 async def test_top_lists_gangs_in_planning_order_with_gpus_held() -> None:
     state = await state_of(eight_on_five_free())
-    rows = report.top_rows(state, NS)
+    data = report.top_data(state, NS)
+    rows = data["gangs"]
     assert [(r["name"], r["state"], r["gpusHeld"]) for r in rows] == [
         ("small", "Running", 3),
         ("big", "Pending", 0),
     ]
     assert rows[1]["reason"] == "InsufficientCapacity"
     assert rows[1]["waitingSeconds"] == 300
-    assert "big" in report.top_text(rows)
-    assert report.top_rows(state, "elsewhere") == []
+    assert data["queues"] == []
+    text = report.top_text(data)
+    assert "big" in text and "QUEUE" not in text
+    assert report.top_data(state, "elsewhere")["gangs"] == []
 
 
 async def test_unknown_targets_are_refused() -> None:
@@ -172,17 +175,26 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
     assert controller_settings(None)[1] == "defaults"
 
 
-async def test_top_sums_up_queues_when_gangs_have_them() -> None:
+async def test_top_reports_queues_as_the_planning_pass_sees_them() -> None:
     kube = eight_on_five_free()
+    kube.seed(
+        r.QUEUES,
+        {
+            "apiVersion": r.QUEUES.api_version,
+            "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"resources": {c.GPU_RESOURCE: {"quota": 4, "limit": 8}}},
+        },
+    )
     kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
     state = await state_of(kube)
-    rows = report.top_rows(state, None)
-    assert {r["name"]: r["queue"] for r in rows} == {"small": "research", "big": None}
-    assert report.queue_rows(rows) == [
-        {"queue": "-", "gangs": 1, "pending": 1, "gpusHeld": 0},
-        {"queue": "research", "gangs": 1, "pending": 0, "gpusHeld": 3},
-    ]
-    assert "QUEUE" in report.top_text(rows)
+    data = report.top_data(state, None)
+    assert {r["name"]: r["queue"] for r in data["gangs"]} == {"small": "research", "big": None}
+    [queue] = data["queues"]
+    assert (queue["name"], queue["gpuQuota"], queue["gpuLimit"]) == ("research", 4, 8)
+    assert (queue["gpuAllocated"], queue["admittedGangs"], queue["waitingGangs"]) == (3, 1, 0)
+    text = report.top_text(data)
+    assert "FAIR SHARE" in text and "research" in text
 
 
 async def test_statefulset_and_mpijob_targets_find_their_gangs() -> None:
