@@ -26,13 +26,15 @@ from controller.podgroups import PodGroupFactory, waiting_message
 from controller.resources import ResourceType
 from controller.store import Store
 from shared import constants as c
+from webhook.workloads import KINDS
 
 DEPLOYMENTS = r.ResourceType("apps", "v1", "deployments", "Deployment")
 STATEFULSETS = r.ResourceType("apps", "v1", "statefulsets", "StatefulSet")
-MPIJOBS = r.ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
 # Read besides what the controller watches: owners of members (explain Job/x, MPIJob/x) and the
 # workloads the audit dry-runs the webhook on.
-WORKLOAD_TYPES = (r.JOBS, STATEFULSETS, MPIJOBS)
+WORKLOAD_TYPES = tuple(
+    ResourceType(group, version, f"{kind.lower()}s", kind) for group, version, kind in KINDS
+)
 CONTROLLER_ENV_PREFIX = "PHALANX_CONTROLLER_"
 
 

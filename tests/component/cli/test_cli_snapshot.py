@@ -6,7 +6,7 @@ import pytest
 
 from controller import resources as r
 from controller.cli import audit, report, targets
-from controller.cli.cluster import STATEFULSETS, ClusterState, controller_settings, load
+from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES, ClusterState, controller_settings, load
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
 from controller.resources import JOBS
@@ -240,3 +240,60 @@ async def test_a_gang_whose_size_is_unknown_is_reported_not_planned() -> None:
     assert key not in state.views and key not in state.synthesized
     assert "PodGroup team/own" in state.unsized[key]
     assert targets.resolve(state, NS, "pod/own-0") == [key]
+
+
+def _gpu_template(parallelism: int) -> dict[str, object]:
+    pod_spec = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "m", "image": "x", "resources": {"limits": {c.GPU_RESOURCE: "1"}}}],
+    }
+    return {"spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": pod_spec}}}
+
+
+async def test_audit_counts_every_pod_a_jobset_makes_and_explain_finds_it_through_its_jobs() -> None:
+    kube = eight_on_five_free()
+    kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
+    [jobsets] = [t for t in WORKLOAD_TYPES if t.kind == "JobSet"]
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "plain", "uid": "js-uid"},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "driver", "replicas": 1, "template": _gpu_template(1)},
+                {"name": "workers", "replicas": 2, "template": _gpu_template(4)},
+            ]
+        },
+    }
+    kube.seed(jobsets, jobset)
+    state = await state_of(kube)
+    by = {(f.workload, f.check): f for f in audit.audit(state, "plain")}
+    never = by[("JobSet/js", "NeverFits")]
+    assert "needs 9 pods" in never.message  # 1 driver + 2 × 4 workers, on one 8-GPU node
+
+    # In an opted-in namespace its pods are owned by the JobSet's Jobs: jobset/js finds the gang.
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "js-workers-0", "uid": "w0-uid"}
+    kube.seed(r.PODS, *gang(2, "js", owner=owner, min_member=2))
+    kube.seed(
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "js-workers-0",
+                "namespace": NS,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                        "kind": "JobSet",
+                        "name": "js",
+                        "uid": "x",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {},
+        },
+    )
+    state = await state_of(kube)
+    assert targets.resolve(state, NS, "jobset/js") == [GangKey(NS, "js")]
