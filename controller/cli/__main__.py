@@ -113,6 +113,11 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"error: {err}", file=sys.stderr)
             return EXIT_USAGE
         found = [report.explain_data(state, key) for key in keys if key in state.views]
+        unsized = [key for key in keys if key in state.unsized]
+        if not found and unsized:
+            for key in unsized:  # no PodGroup yet, and none can be made: nothing to plan
+                print(f"Gang {key} is not planned yet: {state.unsized[key]}")
+            return EXIT_OK
         if not found:
             print(
                 f"error: {args.target}: its gang {', '.join(map(str, keys))} is not managed by Phalanx "
@@ -123,7 +128,7 @@ async def _run(args: argparse.Namespace) -> int:
         out = found[0] if len(found) == 1 else found
         text = "\n\n".join(report.explain_text(d) for d in found)
     elif args.command == "top":
-        out = report.top_rows(state, namespace)
+        out = report.top_data(state, namespace)
         text = report.top_text(out)
     else:
         findings = audit.audit(state, namespace)

@@ -21,7 +21,9 @@ from controller.core.model import Admit, Gang, GangKey, Pod, Preempt, Reason, Re
 from controller.core.planner import plan
 from controller.core.whatif import without
 from controller.pipeline import gangs
+from controller.pipeline.podgroups import declared_size, waiting_message
 from shared import constants as c
+from shared.grouplink import workload_group_name
 from webhook.mutate import MutationConfig, Outcome, mutate
 from webhook.patch import APPEND
 from webhook.shapes import get_in, integer
@@ -81,16 +83,33 @@ def apply_patch(doc: Any, ops: Iterable[Mapping[str, Any]]) -> Any:
 
 
 def _template_replicas(kind: str, path: tuple[str, ...], workload: dict[str, Any]) -> int:
+    """How many pods of one template the workload's operator creates at once (its gang's share)."""
     if kind == "Job":
         return job_size(workload)
     if kind == "StatefulSet":
         return max(integer(get_in(workload, "spec", "replicas"), 1), 0)
-    if path[: len(MPI_LAUNCHER)] == MPI_LAUNCHER:
-        if get_in(workload, "spec", "launcherCreationPolicy") == WAIT_FOR_WORKERS_READY:
-            return 0  # created only once the workers run
-        return integer(get_in(workload, *MPI_LAUNCHER, "replicas"), 1)
-    if path[: len(MPI_WORKER)] == MPI_WORKER:
+    if kind == "MPIJob":
+        if path[: len(MPI_LAUNCHER)] == MPI_LAUNCHER:
+            if get_in(workload, "spec", "launcherCreationPolicy") == WAIT_FOR_WORKERS_READY:
+                return 0  # created only once the workers run
+            return integer(get_in(workload, *MPI_LAUNCHER, "replicas"), 1)
         return integer(get_in(workload, *MPI_WORKER, "replicas"), 0)
+    if kind == "JobSet":  # spec.replicatedJobs.<i>.template.spec.template
+        item = get_in(workload, *path[:3])
+        if not isinstance(item, dict):
+            return 0
+        return max(integer(item.get("replicas"), 1), 0) * job_size(item.get("template") or {})
+    if kind == "RayCluster":
+        if path[1] == "headGroupSpec":
+            return 1
+        group = get_in(workload, *path[:3])  # spec.workerGroupSpecs.<i>
+        if not isinstance(group, dict) or group.get("suspend") is True:
+            return 0
+        return max(integer(group.get("minReplicas"), 0), 0) * max(integer(group.get("numOfHosts"), 1), 1)
+    if kind == "LeaderWorkerSet":  # one group: the leader and size - 1 workers
+        if path[-1] == "leaderTemplate":
+            return 1
+        return max(integer(get_in(workload, "spec", "leaderWorkerTemplate", "size"), 1) - 1, 0)
     return 1
 
 
@@ -107,13 +126,17 @@ def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]
     }
     gvk_kind = next(k for k in KINDS.values() if k.name == kind)
     pods = []
-    for path in gvk_kind.paths(workload):
+    for t, path in enumerate(gvk_kind.paths(workload)):
         template = get_in(workload, *path)
         if not isinstance(template, dict):
             continue
         tmeta = template.get("metadata") or {}
         spec = dict(template.get("spec") or {})
-        if c.POD_GROUP_LABEL not in (tmeta.get("labels") or {}):
+        labels = dict(tmeta.get("labels") or {})
+        if gvk_kind.grouped_per_pod and c.INFERRED_MIN_MEMBER_ANNOTATION in (tmeta.get("annotations") or {}):
+            # Each replica group is a gang, named when its pods are made: the first one stands for all.
+            labels[c.POD_GROUP_LABEL] = workload_group_name(name, "0")
+        if c.POD_GROUP_LABEL not in labels:
             continue  # not gated by the webhook
         pc = state.store.priority_classes.get(str(spec.get("priorityClassName", "")))
         if pc is not None:  # the API server resolves it at creation
@@ -123,9 +146,9 @@ def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]
             raw = {
                 "metadata": {
                     "namespace": namespace,
-                    "name": f"{name}-{path[-2] if len(path) > 2 else 'pod'}-{i}".lower(),
+                    "name": f"{name}-{t}-{i}".lower(),
                     "uid": f"audit:{namespace}/{kind}/{name}/{'.'.join(path)}/{i}",
-                    "labels": tmeta.get("labels") or {},
+                    "labels": labels,
                     "annotations": tmeta.get("annotations") or {},
                     "ownerReferences": [owner],
                 },
@@ -135,10 +158,16 @@ def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]
     return pods
 
 
-def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang:
+def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang | str:
+    """The gang as the controller would plan it, or what it would wait for to learn its size."""
     existing = state.store.podgroup(key)
     spec = existing.spec if existing is not None else {}
-    min_member = gangs._int(spec.get("minMember")) or gangs.inferred_min_member(members) or 1
+    min_member = gangs._int(spec.get("minMember"))
+    if min_member is None:
+        sizing = declared_size(key, members, state.store)  # as the controller sizes a new PodGroup
+        if sizing.min_member is None:
+            return waiting_message(sizing)
+        min_member = sizing.min_member
     return Gang(
         key=key,
         min_member=min_member,
@@ -245,6 +274,9 @@ def _check_workload(
     deadline = integer(get_in(raw, *deadline_path), 0) if deadline_path else 0
     for group, pods in sorted(by_group.items()):
         gang = _gang(state, GangKey(namespace, group), pods)
+        if isinstance(gang, str):
+            out.append(finding(ERROR, "SizeUnknown", f"gang {group} would wait: {gang}"))
+            continue
         at_all = plan(_empty_cluster(state, gang), state.config).for_gang(gang.key)
         if isinstance(at_all, Reject):
             out.append(finding(ERROR, "GroupSize", f"gang {group}: {at_all.message}"))
@@ -300,7 +332,7 @@ def audit(state: ClusterState, namespace: str | None, config: MutationConfig | N
     """Findings for every top-level workload of ``namespace`` (None: every namespace the webhook serves)."""
     config = config or MutationConfig()
     findings: list[Finding] = []
-    for kind in ("Job", "StatefulSet", "MPIJob"):
+    for kind in sorted(k.name for k in KINDS.values()):
         for raw in state.workloads.get(kind, ()):
             meta = raw.get("metadata") or {}
             ns = str(meta.get("namespace", ""))

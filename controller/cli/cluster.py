@@ -17,22 +17,24 @@ from typing import Any
 from controller.api import resources as r
 from controller.api.kube import JSON, ApiError, Kube
 from controller.api.resources import ResourceType
-from controller.api.store import Store, sinks_for
+from controller.api.store import Store
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey, Snapshot
 from controller.pipeline import gangs
 from controller.pipeline.gangs import GangView
-from controller.pipeline.podgroups import PodGroupFactory
-from controller.runtime.app import WATCHED, planner_config
+from controller.pipeline.podgroups import PodGroupFactory, waiting_message
+from controller.runtime.app import WATCHED, informer_sinks, planner_config
 from controller.runtime.config import ControllerSettings
 from shared import constants as c
+from webhook.workloads import KINDS
 
 DEPLOYMENTS = r.ResourceType("apps", "v1", "deployments", "Deployment")
 STATEFULSETS = r.ResourceType("apps", "v1", "statefulsets", "StatefulSet")
-MPIJOBS = r.ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
 # Read besides what the controller watches: owners of members (explain Job/x, MPIJob/x) and the
 # workloads the audit dry-runs the webhook on.
-WORKLOAD_TYPES = (r.JOBS, STATEFULSETS, MPIJOBS)
+WORKLOAD_TYPES = tuple(
+    ResourceType(group, version, f"{kind.lower()}s", kind) for group, version, kind in KINDS
+)
 CONTROLLER_ENV_PREFIX = "PHALANX_CONTROLLER_"
 
 
@@ -51,6 +53,8 @@ class ClusterState:
     config_source: str = "defaults"
     # schedulerName of every pod placed on a node: evidence that a scheduler runs.
     schedulers_seen: set[str] = field(default_factory=set)
+    # Gangs with no PodGroup whose size is not known yet: what they wait for.
+    unsized: dict[GangKey, str] = field(default_factory=dict)
 
 
 def controller_settings(deployment: JSON | None) -> tuple[ControllerSettings, str]:
@@ -92,7 +96,7 @@ async def load(
     types = [rt for rt, ok in zip(wanted, served_flags, strict=True) if ok]
     lists = await asyncio.gather(*(kube.list(rt) for rt in types))
     store = Store()
-    sinks = sinks_for(store, [t for t in types if t in r.PODGROUP_TYPES])
+    sinks = informer_sinks(store, types)
     workloads: dict[str, list[JSON]] = {}
     schedulers = {c.DEFAULT_SCHEDULER}
     for rt, (items, _) in zip(types, lists, strict=True):
@@ -107,14 +111,7 @@ async def load(
             sink.replace(items)
         else:
             workloads[rt.kind] = items
-    synthesized = set()
-    factory = PodGroupFactory(kube, store)
-    for key in sorted(store.gang_keys(), key=str):
-        if store.podgroup(key) is None:
-            manifest = factory.planned(key)
-            if manifest is not None:
-                store.upsert_podgroup(r.PODGROUPS, manifest)
-                synthesized.add(key)
+    synthesized, unsized = _podgroups_to_be(kube, store)
     source = "given"
     if config is None:
         settings, source = controller_settings(await _deployment(kube, *controller))
@@ -131,4 +128,25 @@ async def load(
         synthesized,
         source,
         schedulers,
+        unsized,
     )
+
+
+def _podgroups_to_be(kube: Kube, store: Store) -> tuple[set[GangKey], dict[GangKey, str]]:
+    """PodGroups the controller would create now (``PodGroupFactory.planned``), put in the store;
+    and the gangs that need one whose size is not known yet, with what they wait for."""
+    synthesized: set[GangKey] = set()
+    unsized: dict[GangKey, str] = {}
+    factory = PodGroupFactory(kube, store)
+    for key in sorted(store.gang_keys(), key=str):
+        if store.podgroup(key) is not None or key.namespace in store.terminating_namespaces:
+            continue
+        manifest = factory.planned(key)
+        if manifest is not None:
+            store.upsert_podgroup(r.PODGROUPS, manifest)
+            synthesized.add(key)
+            continue
+        sizing = factory.sizing(key)
+        if sizing is not None and not sizing.known:
+            unsized[key] = waiting_message(sizing)
+    return synthesized, unsized

@@ -7,8 +7,7 @@ from typing import Any
 from controller.cli.cluster import ClusterState
 from controller.cli.render import duration, table
 from controller.core.model import Decision, GangKey, Pod, Preempt, Reject, Wait
-from controller.core.ordering import ordered
-from controller.core.planner import plan
+from controller.core.planner import PlanningPass
 from controller.core.state import is_live
 from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain
 from controller.pipeline import status
@@ -220,12 +219,16 @@ def explain_text(data: dict[str, Any]) -> str:
 # ---- top ---------------------------------------------------------------------------------------
 
 
-def top_rows(state: ClusterState, namespace: str | None) -> list[dict[str, Any]]:
-    """Every gang (of ``namespace``, or all), in the planner's order, with what it is doing."""
-    decisions = {d.gang: d for d in plan(state.snapshot, state.config).decisions}
+def top_data(state: ClusterState, namespace: str | None) -> dict[str, list[dict[str, Any]]]:
+    """Every gang (of ``namespace``, or all) in the planner's order with what it is doing, and every
+    queue as the pass reports it (GPUs; queues are cluster-wide)."""
+    planning = PlanningPass(state.snapshot, state.config)
+    order = list(planning.st.gangs)  # the pass's own order (queues, when there are any, re-rank it)
+    the_plan = planning.run()
+    decisions = {d.gang: d for d in the_plan.decisions}
     resource = state.config.gpu_resource
     rows = []
-    for i, gang in enumerate(ordered(state.snapshot.gangs), start=1):
+    for i, gang in enumerate(order, start=1):
         if namespace is not None and gang.key.namespace != namespace:
             continue
         view = state.views[gang.key]
@@ -248,12 +251,27 @@ def top_rows(state: ClusterState, namespace: str | None) -> list[dict[str, Any]]
                 "waitingSeconds": None if admitted else round(state.now - gang.wait_start),
                 "gpusHeld": gpus_held(view, resource),
                 "message": wanted["message"],
-                "action": None
-                if isinstance(decision, Reject) or decision is None
-                else type(decision).__name__,
             }
         )
-    return rows
+    queues = []
+    for name in sorted(state.snapshot.queues):
+        queue = state.snapshot.queues[name]
+        own = queue.resources.get(resource)
+        report = the_plan.queues.get(name)
+        queues.append(
+            {
+                "name": name,
+                "parent": queue.parent,
+                "gpuQuota": own.quota if own else 0,
+                "gpuLimit": own.limit if own else None,
+                "gpuAllocated": report.allocated.get(resource, 0) if report else 0,
+                "gpuRequested": report.requested.get(resource, 0) if report else 0,
+                "gpuFairShare": round(report.fair_share.get(resource, 0.0), 2) if report else 0.0,
+                "admittedGangs": report.admitted_gangs if report else 0,
+                "waitingGangs": report.waiting_gangs if report else 0,
+            }
+        )
+    return {"gangs": rows, "queues": queues}
 
 
 TOP_COLUMNS = [
@@ -269,30 +287,31 @@ TOP_COLUMNS = [
     ("wait", "WAITING"),
     ("gpusHeld", "GPUS"),
 ]
+QUEUE_COLUMNS = [
+    ("name", "QUEUE"),
+    ("parent", "PARENT"),
+    ("gpuAllocated", "GPUS"),
+    ("gpuFairShare", "FAIR SHARE"),
+    ("gpuQuota", "QUOTA"),
+    ("gpuLimit", "LIMIT"),
+    ("gpuRequested", "REQUESTED"),
+    ("admittedGangs", "ADMITTED"),
+    ("waitingGangs", "WAITING"),
+]
 
 
-def top_text(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "No gangs."
-    shown = [
-        {**r, "wait": duration(r["waitingSeconds"]) if r["waitingSeconds"] is not None else "-"} for r in rows
-    ]
-    if not any(r["queue"] for r in rows):
-        return table(shown, [c for c in TOP_COLUMNS if c[0] != "queue"])
-    return f"{table(shown, TOP_COLUMNS)}\n\n{table(queue_rows(rows), QUEUE_COLUMNS)}"
-
-
-QUEUE_COLUMNS = [("queue", "QUEUE"), ("gangs", "GANGS"), ("pending", "PENDING"), ("gpusHeld", "GPUS")]
-
-
-def queue_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per queue (gangs without one under ``-``): gangs, how many are not admitted, GPUs held."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        q = out.setdefault(
-            r["queue"] or "-", {"queue": r["queue"] or "-", "gangs": 0, "pending": 0, "gpusHeld": 0}
-        )
-        q["gangs"] += 1
-        q["pending"] += 1 if r["waitingSeconds"] is not None else 0
-        q["gpusHeld"] += r["gpusHeld"]
-    return sorted(out.values(), key=lambda q: str(q["queue"]))
+def top_text(data: dict[str, list[dict[str, Any]]]) -> str:
+    rows, queues = data["gangs"], data["queues"]
+    out = []
+    if rows:
+        shown = [
+            {**r, "wait": duration(r["waitingSeconds"]) if r["waitingSeconds"] is not None else "-"}
+            for r in rows
+        ]
+        with_queue = any(r["queue"] for r in rows)
+        out.append(table(shown, TOP_COLUMNS if with_queue else [c for c in TOP_COLUMNS if c[0] != "queue"]))
+    else:
+        out.append("No gangs.")
+    if queues:
+        out.append(table(queues, QUEUE_COLUMNS))
+    return "\n\n".join(out)

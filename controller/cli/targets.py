@@ -30,15 +30,27 @@ def parse(target: str) -> tuple[str, str]:
 
 
 def _owner_names(state: ClusterState, namespace: str, kind: str, name: str) -> set[tuple[str, str]]:
-    """(kind, name) of the object and of the Jobs it owns (mpi-operator's launcher Job)."""
+    """(kind, name) of the object and of every workload below it: an MPIJob's launcher Job, a
+    JobSet's Jobs, a TrainJob's JobSet and its Jobs, a LeaderWorkerSet's StatefulSets."""
     owned = {(kind, name)}
-    for job in state.workloads.get("Job", ()):
-        meta = job.get("metadata") or {}
-        if meta.get("namespace") != namespace:
-            continue
-        for ref in meta.get("ownerReferences") or ():
-            if str(ref.get("kind", "")).lower() == kind and ref.get("name") == name:
-                owned.add(("job", str(meta.get("name", ""))))
+    # List items carry no kind: it is the list's.
+    objects = [
+        (listed.lower(), o.get("metadata") or {})
+        for listed, items in state.workloads.items()
+        for o in items
+        if (o.get("metadata") or {}).get("namespace") == namespace
+    ]
+    grew = True
+    while grew:
+        grew = False
+        for obj_kind, meta in objects:
+            this = (obj_kind, str(meta.get("name", "")))
+            if this in owned:
+                continue
+            refs = meta.get("ownerReferences") or ()
+            if any((str(ref.get("kind", "")).lower(), ref.get("name")) in owned for ref in refs):
+                owned.add(this)
+                grew = True
     return owned
 
 

@@ -39,7 +39,7 @@ from controller.core.model import (
 )
 from controller.core.placement import best_partial
 from controller.core.planner import PlanningPass
-from controller.core.state import PassState, is_live, unique_gangs
+from controller.core.state import PassState, is_live
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -141,10 +141,10 @@ def explain(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = Non
     """Everything ``kubectl phalanx explain`` says about one gang. Raises KeyError if unknown."""
     config = config or PlannerConfig()
     gang = _gang(snapshot, key)
-    order = unique_gangs(snapshot.gangs)
+    watched = _Watched(snapshot, config, key)
+    order = watched.st.gangs  # the pass's own order (queues, when there are any, re-rank it)
     position = next(i for i, g in enumerate(order) if g.key == key)
     ahead = tuple(g.key for g in order[:position] if not _admitted(g) and any(m.gated for m in g.members))
-    watched = _Watched(snapshot, config, key)
     decision = watched.run().for_gang(key)
     fixes: list[Fix] = []
     if _needs_fix(decision):

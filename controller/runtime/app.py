@@ -15,7 +15,7 @@ from controller.api.informer import Informer
 from controller.api.kube import Kube
 from controller.api.queue_feed import queue_sinks
 from controller.api.resources import ResourceType
-from controller.api.store import Store, sinks_for
+from controller.api.store import Store, StoreSink, sinks_for
 from controller.core.config import PlannerConfig
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.executor import Executor, ExecutorSettings
@@ -39,6 +39,13 @@ WATCHED = [
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
 ]
+
+
+def informer_sinks(store: Store, types: list[ResourceType]) -> dict[str, StoreSink]:
+    """Where each watched type's lists and events go (also what kubectl-phalanx feeds its store)."""
+    sinks = sinks_for(store, [t for t in types if t in r.PODGROUP_TYPES])
+    sinks.update(queue_sinks(store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None))
+    return sinks
 
 
 def planner_config(settings: ControllerSettings) -> PlannerConfig:
@@ -116,10 +123,7 @@ class Controller:
         return served
 
     def _start_informers(self, group: asyncio.TaskGroup, types: list[ResourceType]) -> None:
-        sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
-        sinks.update(
-            queue_sinks(self.store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None)
-        )
+        sinks = informer_sinks(self.store, types)
         informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         for informer in informers:

@@ -98,7 +98,7 @@ def test_explain_names_the_gang_in_the_way_and_ending_it_starts_the_gang(
     ns = gang_namespace
     eight_gpus_wanted_five_free(cluster, ns, pool)
 
-    rows = yaml.safe_load(kubectl_phalanx(cluster, "top", "-n", ns, "-o", "yaml").stdout)
+    rows = yaml.safe_load(kubectl_phalanx(cluster, "top", "-n", ns, "-o", "yaml").stdout)["gangs"]
     assert [(r["name"], r["state"], r["gpusHeld"]) for r in rows] == [
         ("low", "Running", 3),
         ("big", "Pending", 0),

@@ -7,7 +7,7 @@ import pytest
 from controller.api import resources as r
 from controller.api.resources import JOBS
 from controller.cli import audit, report, targets
-from controller.cli.cluster import STATEFULSETS, ClusterState, controller_settings, load
+from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES, ClusterState, controller_settings, load
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
 from shared import constants as c
@@ -71,15 +71,18 @@ async def test_explain_rebuilds_the_controllers_gang_and_names_what_would_start_
 
 async def test_top_lists_gangs_in_planning_order_with_gpus_held() -> None:
     state = await state_of(eight_on_five_free())
-    rows = report.top_rows(state, NS)
+    data = report.top_data(state, NS)
+    rows = data["gangs"]
     assert [(r["name"], r["state"], r["gpusHeld"]) for r in rows] == [
         ("small", "Running", 3),
         ("big", "Pending", 0),
     ]
     assert rows[1]["reason"] == "InsufficientCapacity"
     assert rows[1]["waitingSeconds"] == 300
-    assert "big" in report.top_text(rows)
-    assert report.top_rows(state, "elsewhere") == []
+    assert data["queues"] == []
+    text = report.top_text(data)
+    assert "big" in text and "QUEUE" not in text
+    assert report.top_data(state, "elsewhere")["gangs"] == []
 
 
 async def test_unknown_targets_are_refused() -> None:
@@ -172,17 +175,26 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
     assert controller_settings(None)[1] == "defaults"
 
 
-async def test_top_sums_up_queues_when_gangs_have_them() -> None:
+async def test_top_reports_queues_as_the_planning_pass_sees_them() -> None:
     kube = eight_on_five_free()
+    kube.seed(
+        r.QUEUES,
+        {
+            "apiVersion": r.QUEUES.api_version,
+            "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"resources": {c.GPU_RESOURCE: {"quota": 4, "limit": 8}}},
+        },
+    )
     kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
     state = await state_of(kube)
-    rows = report.top_rows(state, None)
-    assert {r["name"]: r["queue"] for r in rows} == {"small": "research", "big": None}
-    assert report.queue_rows(rows) == [
-        {"queue": "-", "gangs": 1, "pending": 1, "gpusHeld": 0},
-        {"queue": "research", "gangs": 1, "pending": 0, "gpusHeld": 3},
-    ]
-    assert "QUEUE" in report.top_text(rows)
+    data = report.top_data(state, None)
+    assert {r["name"]: r["queue"] for r in data["gangs"]} == {"small": "research", "big": None}
+    [queue] = data["queues"]
+    assert (queue["name"], queue["gpuQuota"], queue["gpuLimit"]) == ("research", 4, 8)
+    assert (queue["gpuAllocated"], queue["admittedGangs"], queue["waitingGangs"]) == (3, 1, 0)
+    text = report.top_text(data)
+    assert "FAIR SHARE" in text and "research" in text
 
 
 async def test_statefulset_and_mpijob_targets_find_their_gangs() -> None:
@@ -215,3 +227,73 @@ async def test_statefulset_and_mpijob_targets_find_their_gangs() -> None:
     data = report.explain_data(state, GangKey(NS, "pi"))
     assert {m["name"] for m in data["members"]} == {"pi-worker-0", "pi-worker-1", "pi-launcher-x"}
     assert data["podGroup"]["minMember"] == 3
+
+
+async def test_a_gang_whose_size_is_unknown_is_reported_not_planned() -> None:
+    kube = eight_on_five_free()
+    # Named by the user's own Coscheduling link, no size: the controller waits for that PodGroup.
+    linked = pod("own-0", "own", min_member=None)
+    linked["metadata"]["labels"][c.COSCHEDULING_LABEL] = "own"
+    kube.seed(r.PODS, linked)
+    state = await state_of(kube)
+    key = GangKey(NS, "own")
+    assert key not in state.views and key not in state.synthesized
+    assert "PodGroup team/own" in state.unsized[key]
+    assert targets.resolve(state, NS, "pod/own-0") == [key]
+
+
+def _gpu_template(parallelism: int) -> dict[str, object]:
+    pod_spec = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "m", "image": "x", "resources": {"limits": {c.GPU_RESOURCE: "1"}}}],
+    }
+    return {"spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": pod_spec}}}
+
+
+async def test_audit_counts_every_pod_a_jobset_makes_and_explain_finds_it_through_its_jobs() -> None:
+    kube = eight_on_five_free()
+    kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
+    [jobsets] = [t for t in WORKLOAD_TYPES if t.kind == "JobSet"]
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "plain", "uid": "js-uid"},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "driver", "replicas": 1, "template": _gpu_template(1)},
+                {"name": "workers", "replicas": 2, "template": _gpu_template(4)},
+            ]
+        },
+    }
+    kube.seed(jobsets, jobset)
+    state = await state_of(kube)
+    by = {(f.workload, f.check): f for f in audit.audit(state, "plain")}
+    never = by[("JobSet/js", "NeverFits")]
+    assert "needs 9 pods" in never.message  # 1 driver + 2 × 4 workers, on one 8-GPU node
+
+    # In an opted-in namespace its pods are owned by the JobSet's Jobs: jobset/js finds the gang.
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "js-workers-0", "uid": "w0-uid"}
+    kube.seed(r.PODS, *gang(2, "js", owner=owner, min_member=2))
+    kube.seed(
+        JOBS,
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "js-workers-0",
+                "namespace": NS,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                        "kind": "JobSet",
+                        "name": "js",
+                        "uid": "x",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {},
+        },
+    )
+    state = await state_of(kube)
+    assert targets.resolve(state, NS, "jobset/js") == [GangKey(NS, "js")]

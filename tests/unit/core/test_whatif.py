@@ -21,7 +21,7 @@ from controller.core.whatif import (
     without,
 )
 
-from .builders import NOW, gang, node, pod, snapshot
+from .builders import NOW, gang, node, pod, queue, snapshot
 
 BIG = GangKey("ns", "big")
 CFG = PlannerConfig(preemption_min_runtime_seconds=0.0)
@@ -185,3 +185,18 @@ def test_nodes_the_gang_may_not_use_are_neither_freed_nor_copied() -> None:
     )
     assert [f.node for f in free_on_node(snap, BIG, CFG)] == ["a"]
     assert [f.like for f in add_nodes(snap, BIG, CFG)] == ["a"]
+
+
+def test_explain_places_the_gang_in_the_order_queues_give_it() -> None:
+    # Queue qa already holds 6 GPUs of its share; qb nothing: qb's younger gang goes first.
+    qa_running = running("qa-run", ["a"] * 6)
+    older = gang("old").queue("qa").min(4).created(NOW - 60).gated_members(4)
+    younger = gang("young").queue("qb").min(4).created(NOW - 30).gated_members(4)
+    snap = snapshot(
+        [node("a").gpus(8), node("b").gpus(8)],
+        [qa_running.queue("qa"), older, younger],  # type: ignore[attr-defined]
+        queues=[queue("qa", gpu=(4, None, 1.0)), queue("qb", gpu=(4, None, 1.0))],
+    )
+    out = explain(snap, GangKey("ns", "old"), CFG)
+    assert out.ahead == (GangKey("ns", "young"),)
+    assert out.position == 3
