@@ -65,7 +65,7 @@ clean:
 	rm -rf $(VENV) .local out .mypy_cache .ruff_cache
 
 # ---- install: the container image and the in-cluster install tier (tests/install) ----
-.PHONY: image install-test install-test-if-possible
+.PHONY: image install-test install-test-if-possible kind-demo
 # localhost/phalanx:<version> with docker or podman; see README "The in-cluster install".
 image:
 	@bash tests/install/image.sh >/dev/null
@@ -74,6 +74,10 @@ image:
 install-test: $(STAMP) binaries
 	@nice -n 10 bash tests/localcluster/build-binaries.sh --node >/dev/null
 	$(PY) -m pytest -m install -q -rs --durations=10 tests/install
+
+# The same install on a kind cluster (podman provider, node image made locally); README "kind".
+kind-demo: $(STAMP) binaries
+	@bash tests/kind/demo.sh
 
 install-test-if-possible: $(STAMP)
 	@if reason=$$($(PY) -m tests.install.prereqs); then \

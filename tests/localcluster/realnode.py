@@ -271,34 +271,7 @@ state = "{self.state_dir / "containerd"}"
         """A docker-archive holding the pause binary as the sandbox image (no registry needed)."""
         assert self.bin_dir is not None
         archive = self.dir / "pause.tar"
-        binary = (self.bin_dir / "phalanx-pause").resolve()  # the file, not a link to it
-        layer = io.BytesIO()
-        with tarfile.open(fileobj=layer, mode="w") as tar:
-            info = tar.gettarinfo(str(binary), arcname="pause")
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mtime = 0
-            with binary.open("rb") as content:
-                tar.addfile(info, content)
-        layer_bytes = layer.getvalue()
-        image_config = {
-            "architecture": "amd64",
-            "os": "linux",
-            "config": {"Entrypoint": ["/pause"], "User": "65535:65535"},
-            "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer_bytes).hexdigest()]},
-        }
-        config_bytes = json.dumps(image_config).encode()
-        config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
-        manifest = [{"Config": config_name, "RepoTags": [PAUSE_IMAGE], "Layers": ["layer.tar"]}]
-        with tarfile.open(archive, mode="w") as tar:
-            for name, data in (
-                ("layer.tar", layer_bytes),
-                (config_name, config_bytes),
-                ("manifest.json", json.dumps(manifest).encode()),
-            ):
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+        write_binary_image(self.bin_dir / "phalanx-pause", PAUSE_IMAGE, archive, "/pause", ["/pause"])
         return archive
 
     def _start_kubelet(self) -> None:
@@ -436,6 +409,44 @@ state = "{self.state_dir / "containerd"}"
             OWNER_FILE.unlink()
         if not quiet:
             _log(f"real node stopped; logs kept in {self.logs_dir}")
+
+
+def write_binary_image(
+    binary: Path, reference: str, archive: Path, path: str, entrypoint: list[str] | None = None
+) -> None:
+    """Write a docker-archive of a one-layer image holding only ``binary`` at ``path`` -- enough
+    for static Go programs, and loadable by ``ctr images import`` without any registry."""
+    binary = binary.resolve()  # the file, not a link to it
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tar.gettarinfo(str(binary), arcname=path.lstrip("/"))
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = 0
+        with binary.open("rb") as content:
+            tar.addfile(info, content)
+    layer_bytes = layer.getvalue()
+    config: dict[str, Any] = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "User": "0:0"}
+    if entrypoint:
+        config["Entrypoint"] = entrypoint
+    image_config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": config,
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer_bytes).hexdigest()]},
+    }
+    config_bytes = json.dumps(image_config).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    manifest = [{"Config": config_name, "RepoTags": [reference], "Layers": ["layer.tar"]}]
+    with tarfile.open(archive, mode="w") as tar:
+        for name, data in (
+            ("layer.tar", layer_bytes),
+            (config_name, config_bytes),
+            ("manifest.json", json.dumps(manifest).encode()),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
 
 
 def _run(cmd: list[str]) -> None:
