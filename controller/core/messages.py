@@ -98,9 +98,10 @@ def waiting_for_members(live: int, min_member: int) -> str:
 
 
 def min_resources_short(short: Sequence[tuple[str, int, int]]) -> str:
-    """(resource, wanted, free): ``minResources needs 8 nvidia.com/gpu free in the cluster, 5 are``."""
+    """(resource, wanted, free): ``minResources needs 8 nvidia.com/gpu free where its pods may run, 5
+    are``."""
     parts = [
-        f"{format_amount(name, wanted)} {name} free in the cluster, {format_amount(name, free)} are"
+        f"{format_amount(name, wanted)} {name} free where its pods may run, {format_amount(name, free)} are"
         for name, wanted, free in short
     ]
     return "minResources needs " + "; ".join(parts)

@@ -348,7 +348,7 @@ class PlanningPass:
         gates = sorted({g for m in live for g in m.foreign_gates})
         if gates:
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
-        short = self._min_resources_short(gang)
+        short = self._min_resources_short(gang, live)
         if short:
             return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, msg.min_resources_short(short), timed_out)
         pending = sorted((m for m in live if m.gated and m.uid not in gang.admitted), key=member_order)
@@ -401,13 +401,21 @@ class PlanningPass:
         text = msg.waiting_for_members(len(live), gang.min_member)
         return self._wait(gang, Reason.WAITING_FOR_MEMBERS, text, timed_out)
 
-    def _min_resources_short(self, gang: Gang) -> list[tuple[str, int, int]]:
-        """(resource, wanted, free) of each minResources entry the cluster lacks right now."""
-        short = []
+    def _min_resources_short(self, gang: Gang, live: Sequence[Pod]) -> list[tuple[str, int, int]]:
+        """(resource, wanted, free) of each minResources entry that is not free right now on the
+        nodes the gang's members may use (as Coscheduling, but not counting nodes its selectors
+        exclude: in a shared cluster, room the gang can never use does not help it start)."""
+        if not gang.min_resources:
+            return []
+        usable: set[int] = set()
+        for shape, _ in self._items(self._groups(live)):
+            usable.update(shape.mask.indices)
+        visible = self.cap.visible
         index = self.st.resources.index
+        short = []
         for name, wanted in sorted(gang.min_resources.items()):
-            i = index.get(name)
-            free = self.cap.sums[i] if i is not None else 0
+            r = index.get(name)
+            free = 0 if r is None else sum(max(self.cap.free[i][r], 0) for i in usable if visible[i])
             if free < wanted:
                 short.append((name, wanted, free))
         return short

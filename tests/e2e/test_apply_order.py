@@ -130,7 +130,7 @@ def test_min_resources_hold_a_gang_that_fits_until_that_much_is_free(
     stays(lambda: n_bound(cluster, gang_namespace, "roomy") == 0, 3.0, what="held by minResources")
     status = podgroup(cluster, gang_namespace, "roomy")["status"]
     assert status["reason"] == "InsufficientCapacity"
-    assert "minResources needs 8 nvidia.com/gpu free in the cluster, 5 are" in status["message"]
+    assert "minResources needs 8 nvidia.com/gpu free where its pods may run, 5 are" in status["message"]
 
     cluster.kubectl("delete", "pod", "blocker", "-n", gang_namespace, "--wait=false")
     eventually(lambda: n_bound(cluster, gang_namespace, "roomy") == 2, 30, what="admitted once 8 are free")

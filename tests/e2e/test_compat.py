@@ -98,9 +98,11 @@ def test_current_scheduler_plugins_group(cluster: LocalCluster, gang_namespace: 
 
     apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool, edit=four)
     eventually(lambda: len(group_pods(cluster, gang_namespace, "train")) == 3, 30, what="the Job's 3 pods")
-    stays(lambda: n_bound(cluster, gang_namespace, "train") == 0, 2.0, what="3 of the group's 4 wait")
-    waiting = podgroup(cluster, gang_namespace, "train", group="scheduling.x-k8s.io")["status"]
-    assert waiting["message"] == "3 of 4 members exist", waiting
+    stays(lambda: n_bound(cluster, gang_namespace, "train") == 0, 2.0, what="the group's 4 never start")
+    # The PodGroup's 4, not the Job's 3, is the gang's size: more than the Job can ever create.
+    status = podgroup(cluster, gang_namespace, "train", group="scheduling.x-k8s.io")["status"]
+    assert status["reason"] == "InvalidSpec", status
+    assert status["message"] == "minMember is 4 but the workload can only ever create 3 members"
     apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool)  # back to 3
     eventually(lambda: n_bound(cluster, gang_namespace, "train") == 3, 30, what="3 members bound")
     status = eventually(

@@ -72,13 +72,25 @@ def test_waiting_for_members_that_could_never_run_together_says_so() -> None:
     assert d == Wait(G, Reason.WAITING_FOR_MEMBERS, "221 of 10000 members exist")
 
 
+def test_min_resources_count_only_nodes_the_members_may_use() -> None:
+    members = [pod(f"g-{k}").gpus(1).gated().selector(pool="a") for k in range(2)]
+    g = gang("g").min(2).min_resources(gpu=8).members(*members)
+    nodes = [node("a").gpus(8).label("pool", "a"), node("b").gpus(8).label("pool", "b")]
+    busy = pod("busy").gpus(3).on("a")
+    # 13 GPUs are free in the cluster, but only 5 where the members may run.
+    d = run(nodes, [g], pods=[busy]).for_gang(G)
+    assert isinstance(d, Wait) and d.message.endswith("8 nvidia.com/gpu free where its pods may run, 5 are")
+
+
 def test_min_resources_hold_a_gang_until_that_much_is_free_in_the_cluster() -> None:
     busy = pod("busy").gpus(3).on("a")
     g = gang("g").min(2).min_resources(gpu=8).gated_members(2)
     # The two members fit (5 GPUs free), but the group asked for 8 free before it starts.
     d = run([node("a").gpus(8)], [g], pods=[busy]).for_gang(G)
     assert d == Wait(
-        G, Reason.INSUFFICIENT_CAPACITY, "minResources needs 8 nvidia.com/gpu free in the cluster, 5 are"
+        G,
+        Reason.INSUFFICIENT_CAPACITY,
+        "minResources needs 8 nvidia.com/gpu free where its pods may run, 5 are",
     )
     d = run([node("a").gpus(8)], [g]).for_gang(G)
     assert isinstance(d, Admit)
