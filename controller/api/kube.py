@@ -114,6 +114,10 @@ def _error(status: int, body: bytes) -> ApiError:
         return ApiError(status, "", body[:300].decode(errors="replace"))
 
 
+# Connections kept for long-running watches, beyond those for concurrent requests.
+WATCH_CONNECTIONS = 32
+
+
 class KubeClient:
     """``Kube`` over kubernetes-asyncio (kubeconfig or in-cluster service account)."""
 
@@ -129,8 +133,10 @@ class KubeClient:
             await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
         else:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        # Gate lifts go out concurrently: allow enough parallel connections.
-        configuration.connection_pool_maxsize = qps_connections
+        # Gate lifts go out concurrently, and every informer's watch holds a connection of its own
+        # for as long as it runs: a pool only as large as the patch concurrency would let the
+        # watches starve every other request (with --patch-concurrency 1, nothing was ever lifted).
+        configuration.connection_pool_maxsize = qps_connections + WATCH_CONNECTIONS
         return cls(client.ApiClient(configuration))
 
     async def close(self) -> None:

@@ -43,15 +43,16 @@ def reasons(cluster: LocalCluster, ns: str, name: str) -> list[str]:
 def test_a_rollback_suspends_the_job_instead_of_deleting_its_pods(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
-    (node,) = pool.add(1, gpus=8)
-    # The scheduler refuses a second pod on the port; Phalanx's plan does not model host ports, so
-    # it admits the gang onto that node and the bind timeout (20 s here) rolls it back.
+    nodes = pool.add(2, gpus=8)
+    # Two members of 8 GPUs: one per node. The scheduler refuses the one pinned to the node whose
+    # host port is taken; Phalanx's plan does not model host ports, so it admits the gang and the
+    # bind timeout (20 s here) rolls it back.
     port = {"containerPort": 7000, "hostPort": 7000}
-    blocker = w.pod("port-holder", gpus=0, nodeSelector={"kubernetes.io/hostname": pool.hostname(node)})
+    blocker = w.pod("port-holder", gpus=0, nodeSelector={"kubernetes.io/hostname": pool.hostname(nodes[0])})
     blocker["spec"]["containers"][0]["ports"] = [port]
     apply(cluster, gang_namespace, blocker)
     eventually(lambda: bound(cluster.kubectl_json("get", "pod", "port-holder", "-n", gang_namespace)), 20)
-    manifest = pooled_job("ported", 2, pool)
+    manifest = pooled_job("ported", 2, pool, gpus=8)
     manifest["spec"]["template"]["spec"]["containers"][0]["ports"] = [port]
     apply(cluster, gang_namespace, manifest)
     eventually(
