@@ -165,26 +165,37 @@ class TeamQuota:
     def cycle(self, now: float) -> None:
         engine = self.engine
         assert engine is not None
-        total = engine.spec.total_gpus
+        free = engine.spec.total_gpus - sum(self.used.values())
+        # Smallest demands refused in this pass (a bigger one fails the same way): per team within
+        # its quota, and for borrowing.
+        refused: dict[str, int] = {}
+        refused_borrowing = 1 << 30
         admitted: list[Run] = []
         for run in self.waiting.runs:
-            if run.index in self.admitted:
-                continue
             team = run.job.team
             demand = run.shape.gpus
+            if run.index in self.admitted or demand >= refused.get(team, 1 << 30):
+                continue
             within = self.used[team] + demand <= self.quotas.get(team, 0)
-            free = total - sum(self.used.values())
-            if not within and not self.borrowing:
+            if not within and (not self.borrowing or demand >= refused_borrowing):
                 continue
-            reclaimed = demand > free and within and self.borrowing and self._reclaim(run, demand - free, now)
-            if demand > free and not reclaimed:
-                continue
+            if demand > free:
+                if within and self.borrowing and self._reclaim(run, demand - free, now):
+                    free = engine.spec.total_gpus - sum(self.used.values())
+                elif within:
+                    refused[team] = demand
+                    continue
+                else:
+                    refused_borrowing = demand
+                    continue
             self.used[team] += demand
+            free -= demand
             self.admitted[run.index] = run
             self.admitted_at[run.index] = now
             admitted.append(run)
             self.pods.add(run, now)
-            engine.wake_at(now + self.min_runtime, lambda: bool(self.waiting.runs))
+            if self.borrowing:
+                engine.wake_at(now + self.min_runtime, lambda: bool(self.waiting.runs))
         if admitted:
             self.waiting.keep(lambda r: r.index not in self.admitted)
         if self.pods:
@@ -318,6 +329,7 @@ def replay(
     for name in policies:
         sampled = Sampled(POLICIES[name](config, quotas), quotas, sample_period)
         result = Engine(fits, spec, sampled, window_seconds=window).run()
+        print(f"  {name}: {len(fits)} jobs in {result.wall_seconds:.1f}s", file=sys.stderr, flush=True)
         summary = summarize(result)
         hours = {k: round(v / 3600, 2) for k, v in summary["jct_s"].items()}
         waits = {k: round(v / 3600, 2) for k, v in summary["delay_s"].items()}
