@@ -355,10 +355,17 @@ def replay(
 def plot_teams(path: Path, doc: dict[str, Any], teams: Sequence[str]) -> None:
     """Per policy, each of ``teams``' GPUs in use and its fair share over time."""
     panels = []
-    xs: list[float] = []
+    # Up to the last sample in which any policy still had a team using GPUs.
+    longest: list[float] = []
+    end = 0
+    for data in doc["policies"].values():
+        samples = data["samples"]
+        longest = max(longest, samples["t"], key=len)
+        busy = [i for i, usage in enumerate(samples["usage"]) if any(usage.values())]
+        end = max(end, (busy[-1] + 2) if busy else 0)
+    xs = [t / 86400 for t in longest[:end]]
     for name, data in doc["policies"].items():
         samples = data["samples"]
-        xs = [t / 86400 for t in samples["t"]]
         series = []
         for team in teams:
             series.append(Series(f"{team} used", [u.get(team, 0) for u in samples["usage"]]))
