@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable
 
@@ -63,7 +61,7 @@ class Controller:
         self.store = Store()
         self.metrics = ControllerMetrics()
         self.queue = WorkQueue(time.monotonic)
-        identity = f"{socket.gethostname()}-{os.getpid()}"
+        identity = settings.identity
         self.events = EventRecorder(kube, clock, identity)
         self.executor = Executor(
             kube,
@@ -88,6 +86,7 @@ class Controller:
             clock,
             bind_timeout=settings.bind_timeout_seconds,
             timeout_action=settings.schedule_timeout_action,
+            degraded_timeout=settings.degraded_gang_timeout_seconds,
         )
         self.elector = LeaderElector(
             kube,

@@ -29,6 +29,9 @@ PREEMPTIBLE: Final = "phalanx.io/preemptible"
 # Written by the webhook on pod templates so the controller knows the inferred gang size and
 # where it came from, without re-reading the workload.
 INFERRED_MIN_MEMBER_ANNOTATION: Final = "phalanx.io/inferred-min-member"
+# PodGroups Phalanx made itself carry this label (and follow their source; a user's wins).
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_PHALANX: Final = "phalanx"
 # Recorded by the controller on the PodGroup before any gate is lifted (crash-safe admission).
 ADMISSION_ANNOTATION: Final = "phalanx.io/admission"
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.localcluster import LocalCluster, procs
 from tests.localcluster.fleet import FleetSpec, node_manifests
+from tests.localcluster.operators import Operators
 from tests.localcluster.phalanx import Phalanx
 
 
@@ -59,6 +60,18 @@ def phalanx(cluster: LocalCluster) -> Iterator[Phalanx]:
     running = Phalanx(cluster)
     try:
         running.up()
+        yield running
+    finally:
+        running.down()
+
+
+@pytest.fixture(scope="session")
+def operators(cluster: LocalCluster) -> Iterator[Operators]:
+    """The workload operators, each started on first ``operators.ensure(name)`` and stopped (their
+    webhook registrations removed) when the session ends. `make test` builds those named so in
+    tests/e2e before the run."""
+    running = Operators(cluster)
+    try:
         yield running
     finally:
         running.down()

@@ -14,11 +14,11 @@ from typing import Any, NamedTuple
 
 from shared import constants as c
 from shared.grouplink import GroupLink, declared_min_available, resolve, skipped
-from webhook import traps
+from webhook import traps, workloads
 from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
 from webhook.shapes import get_in, obj, strings, text
 from webhook.validation import check_annotations, check_group_name
-from webhook.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind
+from webhook.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind, operator_traps, per_group_link
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "phalanx-system"})
 
@@ -133,7 +133,7 @@ class _Template(NamedTuple):
 
 def _templates(kind: WorkloadKind, workload: dict[str, Any]) -> list[_Template]:
     found = []
-    for path in kind.template_paths:
+    for path in kind.paths(workload):
         body = get_in(workload, *path)
         if body is None:
             continue
@@ -154,6 +154,11 @@ def _mutate_workload(
     if denial := check_annotations(annotations, kind.name):
         return Mutation(Outcome.REJECTED, reason=denial)
 
+    if gvk == STATEFULSET and workloads.LWS_NAME_LABEL in labels:
+        # A LeaderWorkerSet's own StatefulSet: its templates were gated with the LeaderWorkerSet,
+        # each pod joins its group's gang when created, and anything added here would be taken
+        # away again by the operator's next server-side apply.
+        return Mutation(Outcome.SKIPPED, reason="made by a LeaderWorkerSet")
     templates = _templates(kind, workload)
     # One workload is one gang unless a template names its own group: the workload's own link,
     # else the first template's, else the workload's name.
@@ -173,7 +178,17 @@ def _mutate_workload(
             continue
         if skipped(template.labels, template.annotations):
             continue
-        link = template.link or default
+        link = template.link or (None if kind.grouped_per_pod else default)
+        if link is None and kind.grouped_per_pod:
+            if not _gate_per_group(builder, template, kind, workload, annotations, warnings):
+                continue
+            groups.append(f"{text(meta.get('name'))}-<group>")
+            summaries.append(
+                f"phalanx: {template.where} pods join the gang of their {kind.name} group "
+                f"({_pods(kind.gang_size(workload))} each, named <name>-<group index>) and wait at gate "
+                f"{c.GATE} until the group fits"
+            )
+            continue
         if link is None:
             # Only generateName: the API server picks the name after admission, so the gang cannot
             # be named from it here. Rare for workloads (manifests use fixed names); a group link
@@ -193,7 +208,7 @@ def _mutate_workload(
             inferred = size = inferred or kind.gang_size(workload)
         mark = len(builder.ops)
         try:
-            scope = builder.scope(template.path)
+            scope = _scope(builder, template)
             changed = _gate_template(
                 scope,
                 template,
@@ -223,6 +238,9 @@ def _mutate_workload(
             f"be named; {', '.join(unnamed)} not gang-scheduled (set label {c.POD_GROUP_LABEL} there)"
         )
     if not groups:
+        # Nothing to gate here (a TrainJob: the Trainer's JobSet is gated), but a suspension still
+        # keeps the gang from ever forming.
+        warnings += workloads.kueue_managed(kind.name, workload)
         return Mutation(Outcome.SKIPPED, warnings=warnings, reason="no pod template to gate")
     if gvk == STATEFULSET:
         warnings += traps.ordered_ready(builder, workload)
@@ -230,6 +248,7 @@ def _mutate_workload(
         warnings += traps.active_deadline(workload, kind.deadline_path, kind.name)
     if gvk == JOB:
         warnings += traps.disruptions_count_as_failures(builder, workload)
+    warnings += operator_traps(gvk, builder, workload)
     return _finish(builder, summaries + warnings, groups[0])
 
 
@@ -243,7 +262,7 @@ def _skip_workload(kind: WorkloadKind, workload: dict[str, Any]) -> Mutation:
         linked = template.link is not None and isinstance(template.body, dict)
         if linked and not skipped(template.labels, template.annotations):
             try:
-                builder.scope(template.path).merge(("metadata", "labels"), {c.SKIP: "true"})
+                _scope(builder, template).merge(("metadata", "labels"), {c.SKIP: "true"})
             except ShapeError:
                 continue
             marked.append(template.where)
@@ -255,6 +274,41 @@ def _skip_workload(kind: WorkloadKind, workload: dict[str, Any]) -> Mutation:
         f"{', '.join(marked)} so that its pods are left alone too"
     )
     return Mutation(Outcome.PATCHED, builder.ops, [warning], reason=reason)
+
+
+def _scope(builder: PatchBuilder, template: _Template) -> PatchBuilder:
+    """A builder for one template; its path may step through a list (``replicatedJobs/0``),
+    which ``PatchBuilder.scope`` does not walk. Nothing else in the patch writes below it."""
+    if not isinstance(template.body, dict):
+        raise ShapeError(template.path)
+    return PatchBuilder(template.body, prefix=template.path, ops=builder.ops)
+
+
+def _gate_per_group(
+    builder: PatchBuilder,
+    template: _Template,
+    kind: WorkloadKind,
+    workload: dict[str, Any],
+    annotations: Mapping[str, str],
+    warnings: list[str],
+) -> bool:
+    """Gate and size a template whose pods are grouped when they are created (LeaderWorkerSet):
+    no group label here, ``per_group_link`` names each pod's gang at its admission."""
+    mark = len(builder.ops)
+    try:
+        scope = _scope(builder, template)
+        if not _has_gate(get_in(template.body, "spec", "schedulingGates")):
+            scope.append(("spec", "schedulingGates"), {"name": c.GATE})
+        wanted = {c.INFERRED_MIN_MEMBER_ANNOTATION: str(kind.gang_size(workload))}
+        for key in COPIED_ANNOTATIONS:
+            if key in annotations and key not in template.annotations:
+                wanted[key] = annotations[key]
+        scope.merge(("metadata", "annotations"), wanted)
+    except ShapeError as err:
+        del builder.ops[mark:]
+        warnings.append(f"phalanx: {err}; pods of {template.where} are not gang-scheduled")
+        return False
+    return True
 
 
 def owned_by_workload(meta: Mapping[str, Any]) -> bool:
@@ -320,7 +374,7 @@ def _mutate_pod(pod: dict[str, Any], config: MutationConfig) -> Mutation:
     if skipped(labels, annotations):
         return Mutation(Outcome.SKIPPED, reason=f"pod opted out with {c.SKIP}")
     spec = obj(pod.get("spec"))
-    link = resolve(labels, annotations, spec)
+    link = resolve(labels, annotations, spec) or per_group_link(labels, annotations)
     if link is None:
         return _ungrouped_pod(pod, spec, config)
     if text(spec.get("nodeName")):

@@ -15,8 +15,14 @@ def obj(value: Any) -> dict[str, Any]:
 
 
 def get_in(value: Any, *keys: str) -> Any:
-    """The value at ``keys`` below ``value``, or None where any step is missing or not an object."""
+    """The value at ``keys`` below ``value``, or None where any step is missing or not an object.
+
+    A digit key also indexes a list (``"replicatedJobs", "0"``), as a JSON pointer does."""
     for key in keys:
+        if isinstance(value, list) and key.isdigit():
+            index = int(key)
+            value = value[index] if index < len(value) else None
+            continue
         if not isinstance(value, dict):
             return None
         value = value.get(key)

@@ -97,6 +97,19 @@ def waiting_for_members(live: int, min_member: int) -> str:
     return f"{live} of {min_member} members exist"
 
 
+def min_resources_short(short: Sequence[tuple[str, int, int]]) -> str:
+    """(resource, wanted, free): ``minResources needs 8 nvidia.com/gpu free in the cluster, 5 are``."""
+    parts = [
+        f"{format_amount(name, wanted)} {name} free in the cluster, {format_amount(name, free)} are"
+        for name, wanted, free in short
+    ]
+    return "minResources needs " + "; ".join(parts)
+
+
+def never_fits_when_complete(live: int, min_member: int, why: str) -> str:
+    return f"{live} of {min_member} members exist, and all {min_member} could never run together: {why}"
+
+
 def foreign_gates(gates: Sequence[str]) -> str:
     return f"members carry scheduling gates of other systems: {', '.join(gates)}"
 

@@ -167,6 +167,9 @@ class Gang:
     # unmodelled members): pod uid -> node, copied from `Admit.booked`. Lets the core keep counting
     # their room until they bind; without it an unpinned, unbound admitted member books nothing.
     booked: Mapping[str, str] = field(default_factory=dict)
+    # PodGroup spec.minResources (as Coscheduling): the gang starts only when this much is free in
+    # the cluster, summed over the nodes that take pods.
+    min_resources: Resources = field(default_factory=dict)
 
     @property
     def wait_start(self) -> float:

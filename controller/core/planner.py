@@ -344,15 +344,13 @@ class PlanningPass:
             return self._wait(gang, blocked[0], blocked[1], timed_out)
         live = [m for m in gang.members if is_live(m)]
         if len(live) < gang.min_member:
-            return self._wait(
-                gang,
-                Reason.WAITING_FOR_MEMBERS,
-                msg.waiting_for_members(len(live), gang.min_member),
-                timed_out,
-            )
+            return self._incomplete(gang, live, timed_out)
         gates = sorted({g for m in live for g in m.foreign_gates})
         if gates:
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
+        short = self._min_resources_short(gang)
+        if short:
+            return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, msg.min_resources_short(short), timed_out)
         pending = sorted((m for m in live if m.gated and m.uid not in gang.admitted), key=member_order)
         # Members already handed to the scheduler without our gate (created before the namespace
         # opted in) count toward minMember but hold no room yet: the proof must include them.
@@ -388,6 +386,31 @@ class PlanningPass:
             )
             return self._admit_decision(gang, admitted, nodes, text)
         return self._cannot_fit(gang, [*loose, *required], timed_out)
+
+    def _incomplete(self, gang: Gang, live: Sequence[Pod], timed_out: bool) -> Wait:
+        """Fewer members than minMember exist. If the whole gang, its missing members shaped like
+        the first ones, could never run on this cluster, waiting for them is not the news."""
+        if live:
+            # In member order, not snapshot order: the same gang must give the same answer.
+            items = self._items(self._groups(sorted(live, key=member_order)))
+            shape, count = items[0]
+            never = self._never_fits([(shape, count + gang.min_member - len(live)), *items[1:]])
+            if never is not None:
+                text = msg.never_fits_when_complete(len(live), gang.min_member, never)
+                return self._wait(gang, Reason.UNSCHEDULABLE, text, timed_out)
+        text = msg.waiting_for_members(len(live), gang.min_member)
+        return self._wait(gang, Reason.WAITING_FOR_MEMBERS, text, timed_out)
+
+    def _min_resources_short(self, gang: Gang) -> list[tuple[str, int, int]]:
+        """(resource, wanted, free) of each minResources entry the cluster lacks right now."""
+        short = []
+        index = self.st.resources.index
+        for name, wanted in sorted(gang.min_resources.items()):
+            i = index.get(name)
+            free = self.cap.sums[i] if i is not None else 0
+            if free < wanted:
+                short.append((name, wanted, free))
+        return short
 
     def _cannot_fit(self, gang: Gang, required: Sequence[Pod], timed_out: bool) -> Decision:
         groups = self._groups(required)

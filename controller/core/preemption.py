@@ -84,6 +84,9 @@ class Preemption:
 
     def _candidate(self, gang: Gang | None, pods: list[Pod], priority: int, elastic: bool) -> Candidate:
         booked = self.state.booked
+        # Released in uid order: the order room comes back in decides ties between equal nodes,
+        # and it must not depend on the order the snapshot listed the members in.
+        pods = sorted(pods, key=lambda p: p.uid)
         bookings = tuple(booked[p.uid] for p in pods)
         gpus = sum(a for _, vec in bookings for r, a in vec if r == GPU)
         youngest = max((p.started if p.started is not None else p.created) for p in pods)

@@ -159,6 +159,7 @@ class Harness:
         bind_timeout: float = 60.0,
         planner: PlannerConfig | None = None,
         timeout_action: str = "report",
+        degraded_timeout: float = 300.0,
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
@@ -178,6 +179,7 @@ class Harness:
             self.clock,
             bind_timeout=bind_timeout,
             timeout_action=timeout_action,
+            degraded_timeout=degraded_timeout,
         )
         self.sinks = sinks_for(self.store, r.PODGROUP_TYPES)
         self.sinks.update(queue_sinks(self.store, r.QUEUE_TYPES, self.sinks[str(r.NAMESPACES)]))

@@ -295,6 +295,11 @@ class GangBuilder:
         self._f["booked"] = dict(placement)
         return self
 
+    def min_resources(self, **amounts: int) -> GangBuilder:
+        """minResources by resource name; ``gpu`` stands for the GPU resource."""
+        self._f["min_resources"] = {("nvidia.com/gpu" if k == "gpu" else k): v for k, v in amounts.items()}
+        return self
+
     def parent(self, name: str) -> GangBuilder:
         self._f["parent"] = name
         return self

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from controller.core.config import PlannerConfig
-from controller.simulation.cluster import ClusterSpec
-from controller.simulation.teams import Samples, fairness, jain, replay, team_quotas
-from controller.simulation.trace import Job
+from tests.simulation.cluster import ClusterSpec
+from tests.simulation.teams import Samples, fairness, jain, replay, team_quotas
+from tests.simulation.trace import Job
 
 SPEC = ClusterSpec(2, 8, 0, 0)  # 16 GPUs
 

@@ -1,6 +1,6 @@
 """Trace replay with teams: queues, fair share and reclaim against today's Phalanx and quota baselines.
 
-``python -m controller.simulation.teams --trace ../shared/data/traces/philly.csv --start 2017-10-03
+``python -m tests.simulation.teams --trace ../shared/data/traces/philly.csv --start 2017-10-03
 --days 7 --out out/sim/teams-week``
 
 The trace's ``cluster`` column is the team. Each team gets a GPU quota proportional to its offered
@@ -37,13 +37,13 @@ from typing import Any
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Preempt, Queue, QueueResource, Snapshot
 from controller.core.queues import QueueTree, fair_shares
-from controller.simulation.cluster import ClusterSpec
-from controller.simulation.engine import Engine, Policy, Run
-from controller.simulation.metrics import percentile, summarize
-from controller.simulation.png import Panel, Series, line_chart, write_png
-from controller.simulation.policies import PhalanxPolicy, SummedQuota, _PodQueue, _Queue
-from controller.simulation.trace import Job, gang_shape, load_trace
 from shared.constants import GPU_RESOURCE
+from tests.simulation.cluster import ClusterSpec
+from tests.simulation.engine import Engine, Policy, Run
+from tests.simulation.metrics import percentile, summarize
+from tests.simulation.png import Panel, Series, line_chart, write_png
+from tests.simulation.policies import PhalanxPolicy, SummedQuota, _PodQueue, _Queue
+from tests.simulation.trace import Job, gang_shape, load_trace
 
 GPU = GPU_RESOURCE
 
