@@ -41,7 +41,6 @@ from shared.constants import GPU_RESOURCE
 from tests.simulation.cluster import ClusterSpec
 from tests.simulation.engine import Engine, Policy, Run
 from tests.simulation.metrics import percentile, summarize
-from tests.simulation.png import Panel, Series, line_chart, write_png
 from tests.simulation.policies import PhalanxPolicy, SummedQuota, _PodQueue, _Queue
 from tests.simulation.trace import Job, gang_shape, load_trace
 
@@ -353,25 +352,36 @@ def replay(
 
 
 def plot_teams(path: Path, doc: dict[str, Any], teams: Sequence[str]) -> None:
-    """Per policy, each of ``teams``' GPUs in use and its fair share over time."""
-    panels = []
+    """Per policy, each of ``teams``' GPUs in use (solid) and its fair share (dashed) over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     # Up to the last sample in which any policy still had a team using GPUs.
-    longest: list[float] = []
-    end = 0
+    end = 0.0
     for data in doc["policies"].values():
         samples = data["samples"]
-        longest = max(longest, samples["t"], key=len)
-        busy = [i for i, usage in enumerate(samples["usage"]) if any(usage.values())]
-        end = max(end, (busy[-1] + 2) if busy else 0)
-    xs = [t / 86400 for t in longest[:end]]
-    for name, data in doc["policies"].items():
-        samples = data["samples"]
-        series = []
-        for team in teams:
-            series.append(Series(f"{team} used", [u.get(team, 0) for u in samples["usage"]]))
-            series.append(Series(f"{team} fair", [f.get(team, 0.0) for f in samples["fair"]]))
-        panels.append(Panel(f"{name}: GPUs used and fair share per team", series))
-    write_png(path, line_chart(panels, xs, "time (days since window start)", panel_height=200))
+        busy = [t for t, usage in zip(samples["t"], samples["usage"], strict=True) if any(usage.values())]
+        end = max(end, busy[-1] if busy else 0.0)
+    names = list(doc["policies"])
+    figure, axes = plt.subplots(len(names), 1, figsize=(11, 2.4 * len(names)), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        samples = doc["policies"][name]["samples"]
+        keep = [i for i, t in enumerate(samples["t"]) if t <= end]
+        xs = [samples["t"][i] / 86400 for i in keep]
+        for k, team in enumerate(teams):
+            color = f"C{k}"
+            ax.plot(xs, [samples["usage"][i].get(team, 0) for i in keep], color=color, label=f"{team} used")
+            fair = [samples["fair"][i].get(team, 0.0) for i in keep]
+            ax.plot(xs, fair, color=color, linestyle="--", linewidth=0.9, label=f"{team} fair share")
+        ax.set_title(f"{name}: GPUs used and fair share per team", fontsize=10, loc="left")
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("time (days since window start)")
+    axes[0, 0].legend(loc="upper right", fontsize=7, ncol=len(teams))
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    plt.close(figure)
 
 
 def table(doc: dict[str, Any]) -> str:
