@@ -22,6 +22,7 @@ Modules, one job each:
 - ``placement``: all-or-nothing gang placement (best fit, fewest nodes, one rack/zone), fit memo;
 - ``ordering``: the order of gangs (priority, age, name) and of members;
 - ``preemption``: whole-gang victim search (least cost, add-back);
+- ``queues``: quotas, limits, hierarchical fair share, the order across queues, reclaim's victims;
 - ``reservation``: starvation reservations and the "could it ever fit" check;
 - ``messages``: every sentence written for a person;
 - ``planner``: one pass, gang by gang.

@@ -172,6 +172,7 @@ class QueueBook:
         self.gpu_resource = gpu_resource
         self.waiting: dict[GangKey, Amounts] = {}  # what each queued gang still asks for
         self.queue_of: dict[GangKey, str] = {}  # gangs of a valid leaf queue
+        self._limits: dict[str, list[tuple[str, str, int]]] = {}  # leaf -> (queue, resource, limit)
         self.holding: set[GangKey] = set()  # queued gangs with members that hold room
         holding_of: dict[str, Amounts] = {}
         asking_of: dict[str, Amounts] = {}
@@ -190,19 +191,26 @@ class QueueBook:
             asking: Amounts = {}
             admitted = gang.admitted
             held = False
-            for pod in gang.members:
+            for pod in gang.members:  # the hot loop (every member of every queued gang)
                 phase = pod.phase
                 if phase == "Succeeded" or phase == "Failed" or pod.terminating:  # noqa: PLR1714
                     continue
                 if pod.node_name is not None or pod.nominated_node is not None or pod.uid in admitted:
-                    add(holding, pod.requests)
+                    into = holding
                     held = True
                 elif pod.gated:
-                    add(asking, pod.requests)
+                    into = asking
+                else:
+                    continue
+                for name, amount in pod.requests.items():
+                    into[name] = into.get(name, 0) + amount
+            asking.pop("pods", None)
             self.waiting[gang.key] = asking
             if held:
                 self.holding.add(gang.key)
             add(asking_of.setdefault(queue, {}), asking)
+        for holding in holding_of.values():
+            holding.pop("pods", None)
         self.leaves_in_use = frozenset(self.queue_of.values())
         # Subtrees: each leaf's sums added to it and its ancestors once.
         self.usage: dict[str, Amounts] = {name: {} for name in self.tree.queues}
@@ -239,14 +247,19 @@ class QueueBook:
 
     def over_limit(self, queue: str, request: Mapping[str, int]) -> str | None:
         """Why ``request`` would take ``queue`` or an ancestor beyond a limit, or None."""
-        for q in self.tree.path(queue):
-            used = self.usage[q]
-            for resource, amount in sorted(request.items()):
-                limit = self.tree.resource(q, resource).limit
-                if resource == "pods" or amount <= 0 or limit is None:
-                    continue
-                if used.get(resource, 0) + amount > limit:
-                    return msg.queue_limit(q, queue, resource, used.get(resource, 0), limit, amount)
+        limits = self._limits.get(queue)
+        if limits is None:
+            limits = self._limits[queue] = [
+                (q, resource, spec.limit)
+                for q in self.tree.path(queue)
+                for resource, spec in sorted(self.tree.queues[q].resources.items())
+                if spec.limit is not None
+            ]
+        for q, resource, limit in limits:
+            amount = request.get(resource, 0)
+            used = self.usage[q].get(resource, 0)
+            if amount > 0 and used + amount > limit:
+                return msg.queue_limit(q, queue, resource, used, limit, amount)
         return None
 
     def within_limit(self, queue: str, base: Mapping[str, int], pods: Sequence[Pod]) -> list[Pod]:
@@ -359,11 +372,15 @@ class QueueBook:
     def report(self, admitted: set[GangKey], waiting: set[GangKey]) -> dict[str, QueueReport]:
         admitted_n = dict.fromkeys(self.tree.queues, 0)
         waiting_n = dict.fromkeys(self.tree.queues, 0)
-        for key, queue in self.queue_of.items():
-            counts = admitted_n if key in admitted else waiting_n if key in waiting else None
-            if counts is not None:
-                for q in self.tree.path(queue):
-                    counts[q] += 1
+        for keys, counts in ((admitted, admitted_n), (waiting - admitted, waiting_n)):
+            per_leaf: dict[str, int] = {}
+            for key in keys:
+                leaf = self.queue_of.get(key)
+                if leaf is not None:
+                    per_leaf[leaf] = per_leaf.get(leaf, 0) + 1
+            for leaf, n in per_leaf.items():
+                for q in self.tree.path(leaf):
+                    counts[q] += n
         return {
             q: QueueReport(
                 allocated=dict(sorted(self.usage[q].items())),

@@ -103,6 +103,8 @@ def test_a_team_borrows_idle_gpus_and_gives_back_its_youngest_borrowed_gang_whol
         20,
         what="team A holds 8 GPUs on a quota of 4",
     )
+    table = cluster.kubectl("get", QUEUES, team_a).stdout
+    assert "8/4/4" in table, table  # GPUs used / fair share (weight 0: its quota) / quota
 
     # Team B's gang links its queue the Kueue way, with a label on the Job.
     job_b = pooled_job("b", 2, pool)
