@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench lint unit e2e binaries operators cluster-up cluster-down clean
+.PHONY: test demo bench bench-peers lint unit e2e binaries operators cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Phalanx needs Python >= 3.11")'
@@ -36,15 +36,23 @@ unit: $(STAMP)
 e2e: $(STAMP) binaries operators
 	$(PY) -m pytest -m e2e -q
 
-# Everything CI runs: lint, unit, component and end-to-end tests on a real local control plane.
+# Everything CI runs: lint, unit, component and end-to-end tests on a real local control plane
+# (with the operators the e2e tests use), then the in-cluster install tier where this machine can
+# run a real node (else it says why not).
 test: $(STAMP) binaries operators lint
 	$(PY) -m pytest -q --durations=10
+	@$(MAKE) --no-print-directory install-test-if-possible
 
 demo: $(STAMP) binaries
 	$(PY) -m tests.demo
 
 bench: $(STAMP) binaries
 	$(PY) -m tests.bench
+
+# Phalanx beside Coscheduling, Kueue and Volcano on the same local cluster (builds the peers it
+# lacks; about an hour on a quiet machine). Not part of `make test`. PEERS_ARGS="--size small" etc.
+bench-peers: $(STAMP) binaries
+	$(PY) -m tests.bench.peers $(PEERS_ARGS)
 
 cluster-up: $(STAMP) binaries
 	$(PY) -m tests.localcluster up
@@ -55,3 +63,19 @@ cluster-down: $(STAMP)
 clean:
 	-$(PY) -m tests.localcluster down
 	rm -rf $(VENV) .local out .mypy_cache .ruff_cache
+
+# ---- install: the container image and the in-cluster install tier (tests/install) ----
+.PHONY: image install-test install-test-if-possible
+# localhost/phalanx:<version> with docker or podman; see README "The in-cluster install".
+image:
+	@bash tests/install/image.sh >/dev/null
+
+# Phalanx installed with kubectl apply -k on a real node (kubelet + containerd) of the local cluster.
+install-test: $(STAMP) binaries
+	@nice -n 10 bash tests/localcluster/build-binaries.sh --node >/dev/null
+	$(PY) -m pytest -m install -q -rs --durations=10 tests/install
+
+install-test-if-possible: $(STAMP)
+	@if reason=$$($(PY) -m tests.install.prereqs); then \
+	  $(MAKE) --no-print-directory install-test; \
+	else echo "install tier skipped: $$reason"; fi

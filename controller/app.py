@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable
 
@@ -23,6 +21,7 @@ from controller.informer import Informer
 from controller.kube import Kube
 from controller.leader import LeaderElector
 from controller.metrics import ControllerMetrics
+from controller.queue_feed import queue_sinks
 from controller.reconciler import REPLAN, Reconciler
 from controller.resources import ResourceType
 from controller.store import Store, sinks_for
@@ -31,7 +30,16 @@ from controller.workqueue import WorkQueue
 log = logging.getLogger(__name__)
 
 
-WATCHED = [r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES]
+WATCHED = [
+    r.NODES,
+    r.NAMESPACES,
+    r.PODS,
+    r.PRIORITY_CLASSES,
+    r.PDBS,
+    r.WORKLOADS,
+    *r.PODGROUP_TYPES,
+    *r.QUEUE_TYPES,
+]
 
 
 def planner_config(settings: ControllerSettings) -> PlannerConfig:
@@ -53,7 +61,7 @@ class Controller:
         self.store = Store()
         self.metrics = ControllerMetrics()
         self.queue = WorkQueue(time.monotonic)
-        identity = f"{socket.gethostname()}-{os.getpid()}"
+        identity = settings.identity
         self.events = EventRecorder(kube, clock, identity)
         self.executor = Executor(
             kube,
@@ -78,6 +86,7 @@ class Controller:
             clock,
             bind_timeout=settings.bind_timeout_seconds,
             timeout_action=settings.schedule_timeout_action,
+            degraded_timeout=settings.degraded_gang_timeout_seconds,
         )
         self.elector = LeaderElector(
             kube,
@@ -105,6 +114,9 @@ class Controller:
 
     def _start_informers(self, types: list[ResourceType]) -> list[asyncio.Task[None]]:
         sinks = sinks_for(self.store, [t for t in types if t in r.PODGROUP_TYPES])
+        sinks.update(
+            queue_sinks(self.store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None)
+        )
         informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         return [asyncio.create_task(i.run(), name=f"informer {i.rt}") for i in informers]

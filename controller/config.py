@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Literal
 
 from pydantic import Field
@@ -17,6 +19,11 @@ class ControllerSettings(BaseSettings):
     health_port: int = 8081
     leader_election: bool = True
     lease_name: str = "phalanx-controller"
+    identity: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname(),
+        description="this replica's name in the Lease; unique per replica and kept across restarts "
+        "(the pod's name), so a restarted leader takes its own lease back at once",
+    )
     lease_duration_seconds: float = 15.0
     lease_renew_seconds: float = 5.0
     default_schedule_timeout_seconds: float | None = Field(
@@ -29,6 +36,11 @@ class ControllerSettings(BaseSettings):
     )
     bind_timeout_seconds: float = Field(
         60.0, description="admitted members not all bound by then are rolled back and re-queued"
+    )
+    degraded_gang_timeout_seconds: float = Field(
+        300.0,
+        description="a running gang with fewer than minMember members running (a node drained, a pod "
+        "evicted) is re-queued whole after this long; 0: never",
     )
     preemption: bool = True
     preemption_dry_run: bool = False

@@ -1,11 +1,14 @@
-"""Kubernetes Events on PodGroups, de-duplicated so a waiting gang does not spam its history."""
+"""Kubernetes Events on PodGroups (and member pods), de-duplicated so a waiting gang does not spam its
+history."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from collections.abc import Callable
+from typing import Any
 
+from controller.core.model import Pod
 from controller.kube import ApiError, Kube
 from controller.resources import EVENTS
 from controller.status import iso
@@ -39,22 +42,61 @@ class EventRecorder:
         ``dedupe`` replaces the message as the thing compared, e.g. the waiting reason, so that a
         waiting gang whose numbers change does not add an Event on every pass.
         """
-        marker = dedupe if dedupe is not None else message
-        if self.seen(record, reason, marker):
+        involved = {"apiVersion": record.rt.api_version, "kind": record.rt.kind, "name": record.name}
+        body = self._claim(record.uid, record.namespace, involved, reason, message, warning, dedupe)
+        if body is None:
             return
-        self._last[(record.uid, reason)] = marker
+        mirrors = [
+            # Users of the native Workload API look at their Workload: tell them there too.
+            {
+                **body,
+                "metadata": {
+                    "name": f"{owner['name']}.{uuid.uuid4().hex[:12]}",
+                    "namespace": record.namespace,
+                },
+                "involvedObject": {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": "Workload",
+                    "name": owner["name"],
+                    "namespace": record.namespace,
+                    "uid": owner.get("uid", ""),
+                },
+                "message": f"PodGroup {record.name}: {body['message']}"[:1024],
+            }
+            for owner in record.owner_references
+            if owner.get("kind") == "Workload"
+            and str(owner.get("apiVersion", "")).startswith("scheduling.k8s.io/")
+        ]
+        await self._post(record.namespace, body, *mirrors)
+
+    async def emit_on_pod(self, pod: Pod, reason: str, message: str, warning: bool = False) -> None:
+        """An Event on a member pod (where ``kubectl describe pod`` shows it), once per message."""
+        involved = {"apiVersion": "v1", "kind": "Pod", "name": pod.name}
+        body = self._claim(pod.uid, pod.namespace, involved, reason, message, warning, None)
+        if body is not None:
+            await self._post(pod.namespace, body)
+
+    def _claim(
+        self,
+        uid: str,
+        namespace: str,
+        involved: dict[str, str],
+        reason: str,
+        message: str,
+        warning: bool,
+        dedupe: str | None,
+    ) -> dict[str, Any] | None:
+        """The Event to send, or None when the last one for (object, reason) said the same."""
+        marker = dedupe if dedupe is not None else message
+        if self._last.get((uid, reason)) == marker:
+            return None
+        self._last[(uid, reason)] = marker
         now = iso(self._clock())
-        body = {
+        return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{record.name}.{uuid.uuid4().hex[:12]}", "namespace": record.namespace},
-            "involvedObject": {
-                "apiVersion": record.rt.api_version,
-                "kind": record.rt.kind,
-                "name": record.name,
-                "namespace": record.namespace,
-                "uid": record.uid,
-            },
+            "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {**involved, "namespace": namespace, "uid": uid},
             "reason": reason,
             "message": message[:1024],
             "type": "Warning" if warning else "Normal",
@@ -65,36 +107,15 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
+
+    async def _post(self, namespace: str, *bodies: dict[str, Any]) -> None:
         try:
-            await self._kube.create(EVENTS, record.namespace, body)
-            # Users of the native Workload API look at their Workload: tell them there too.
-            for owner in record.owner_references:
-                if owner.get("kind") == "Workload" and str(owner.get("apiVersion", "")).startswith(
-                    "scheduling.k8s.io/"
-                ):
-                    mirrored = {
-                        **body,
-                        "metadata": {
-                            "name": f"{owner['name']}.{uuid.uuid4().hex[:12]}",
-                            "namespace": record.namespace,
-                        },
-                        "involvedObject": {
-                            "apiVersion": owner["apiVersion"],
-                            "kind": "Workload",
-                            "name": owner["name"],
-                            "namespace": record.namespace,
-                            "uid": owner.get("uid", ""),
-                        },
-                        "message": f"PodGroup {record.name}: {body['message']}"[:1024],
-                    }
-                    await self._kube.create(EVENTS, record.namespace, mirrored)
+            for body in bodies:
+                await self._kube.create(EVENTS, namespace, body)
         except ApiError as err:  # events are best effort; never fail a reconcile for one
-            log.warning(
-                "event not recorded",
-                extra={"podgroup": f"{record.namespace}/{record.name}", "error": str(err)},
-            )
+            log.warning("event not recorded", extra={"namespace": namespace, "error": str(err)})
 
     def retain(self, uids: set[str]) -> None:
-        """Drop de-duplication memory of PodGroups that no longer exist."""
+        """Drop de-duplication memory of objects that no longer exist."""
         for key in [k for k in self._last if k[0] not in uids]:
             del self._last[key]

@@ -12,20 +12,34 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller import admission_record, records
+from controller import records
 from controller.admission_record import AdmissionRecord
 from controller.core.model import GangKey, Pod, Preempt
 from controller.events import EventRecorder
 from controller.gangs import GangView
-from controller.kube import ApiError, Kube, gather_limited
+from controller.kube import JSON, ApiError, Kube, gather_limited
 from controller.metrics import ControllerMetrics
 from controller.resources import JOBS, PODS
-from controller.store import Hold, Store
+from controller.store import Store
 from shared import constants as c
 
 log = logging.getLogger(__name__)
-# On a Job that Phalanx suspended to preempt it; removed when it resumes the Job.
-PREEMPTED_LABEL = "phalanx.io/preempted"
+# On a Job that Phalanx suspended to re-queue its gang whole (value: why, e.g. "preempted",
+# "rolled-back"); removed when Phalanx resumes the Job. Jobs labelled by earlier versions with
+# ``phalanx.io/preempted=true`` are resumed the same way.
+REQUEUED_LABEL = "phalanx.io/requeued"
+LEGACY_PREEMPTED_LABEL = "phalanx.io/preempted"
+
+
+def _jobs_of(pods: list[Pod]) -> list[tuple[str, str]]:
+    """(namespace, name) of the Jobs that own these pods."""
+    return sorted({(p.namespace, p.owner.name) for p in pods if p.owner and p.owner.kind == "Job"})
+
+
+def _failures(results: list[object]) -> list[BaseException]:
+    return [
+        r for r in results if isinstance(r, BaseException) and not (isinstance(r, ApiError) and r.not_found)
+    ]
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,9 @@ class Executor:
         self.metrics = metrics
         self.clock = clock
         self.settings = settings or ExecutorSettings()
+        # Jobs suspended to re-queue may wait to be resumed; checked at start, so a restart never
+        # leaves them suspended.
+        self.requeued_jobs = True
 
     # ---- admission ------------------------------------------------------------------------------
     async def record_admission(
@@ -60,12 +77,10 @@ class Executor:
         now = self.clock()
         live = {p.uid for p in view.members}
         key = view.podgroup.key
-        existing = admission_record.decode(view.podgroup.annotations)
-        assumed = self.store.assumed.get(key)
-        if assumed is not None:  # an earlier admission the informer has not delivered yet
-            existing = assumed if existing is None else existing.union(assumed)
+        # With an earlier admission the informer may not have delivered yet.
+        existing = self.store.admission(view.podgroup)
         record = (existing or AdmissionRecord(now, {})).merged(placement, booked, keep=live, at=now)
-        self.store.assumed[key] = record
+        self.store.assume_admission(key, record)
         try:
             await self.kube.patch(
                 view.podgroup.rt,
@@ -74,7 +89,7 @@ class Executor:
                 {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: record.encode()}}},
             )
         except Exception:
-            self.store.assumed.pop(key, None)  # forget on failure: the room is free again
+            self.store.forget_admission(key)
             raise
         return record
 
@@ -143,19 +158,27 @@ class Executor:
     # ---- rollback and give-up -------------------------------------------------------------------
     async def _clear_admission(self, view: GangView) -> None:
         key = view.podgroup.key
-        self.store.assumed.pop(key, None)
+        self.store.forget_admission(key)
         await self.kube.patch(
             view.podgroup.rt,
             key.namespace,
             key.name,
             {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: None}}},
         )
-        # Until the informer delivers the change, the store must not show the old admission (the
-        # informer may have replaced the view's record while the patch was in flight).
-        view.podgroup.annotations.pop(c.ADMISSION_ANNOTATION, None)
-        current = self.store.podgroup(key)
-        if current is not None:
-            current.annotations.pop(c.ADMISSION_ANNOTATION, None)
+        self.store.assume_admission_cleared(key)
+
+    async def _requeue_jobs(self, jobs: list[tuple[str, str]], why: str) -> list[object]:
+        """Suspend Jobs so their pods go away the way Kueue re-queues a workload: the Job controller
+        deletes them without counting failures against ``backoffLimit`` or arming its backoff, and
+        ``resume_requeued_jobs`` lets it recreate them, gated, once they are gone."""
+        patches = [
+            self.kube.patch(
+                JOBS, ns, name, {"metadata": {"labels": {REQUEUED_LABEL: why}}, "spec": {"suspend": True}}
+            )
+            for ns, name in jobs
+        ]
+        self.requeued_jobs = self.requeued_jobs or bool(jobs)
+        return list(await gather_limited(self.settings.concurrency, *patches))
 
     async def _delete_owned(self, view: GangView, except_kind: str | None = None) -> tuple[int, list[str]]:
         """Delete the members an owner recreates (gated); returns (how many, names of bare pods)."""
@@ -176,12 +199,20 @@ class Executor:
                 )
         return len(owned), bare
 
-    async def roll_back(self, view: GangView, reason: str) -> None:
-        """Not all admitted members bound in time: restart the gang whole, through its owners."""
-        deleted, bare = await self._delete_owned(view)
+    async def roll_back(self, view: GangView, reason: str, why: str = "rolled-back") -> None:
+        """Not all admitted members bound in time (or a running gang fell apart): restart the gang
+        whole, through its owners. Jobs are suspended and resumed, as for preemption; other owners'
+        pods are deleted and recreated gated."""
+        live = [p for p in view.members if not p.finished and not p.terminating]
+        jobs = _jobs_of(live)
+        failed = _failures(await self._requeue_jobs(jobs, why))
+        if failed:
+            raise RuntimeError(f"{len(failed)} Jobs not suspended: {failed[0]}")
+        deleted, bare = await self._delete_owned(view, except_kind="Job")
         await self._clear_admission(view)
         self.metrics.rollbacks.inc()
-        message = f"{reason}; deleted {deleted} owned members so their owners recreate them gated"
+        message = f"{reason}; re-queued whole: suspended {len(jobs)} Jobs until their pods are gone"
+        message += f", deleted {deleted} other owned members so their owners recreate them gated"
         if bare:
             message += f"; bare pods are never deleted, left as they are: {', '.join(sorted(bare))}"
         await self.events.emit(view.podgroup, "RolledBack", message, warning=True)
@@ -263,43 +294,42 @@ class Executor:
                 pod.requests.get(c.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
             )
         self.metrics.preemptions.inc(len(decision.victims))
-        self.store.holds[key] = Hold(dict(decision.placement), now)
-        jobs = sorted({(p.namespace, p.owner.name) for p in victim_pods if p.owner and p.owner.kind == "Job"})
+        self.store.hold(key, decision.placement, now)
         evictions = [
             self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds)
             for p in victim_pods
             if not (p.owner and p.owner.kind == "Job")
         ]
-        suspensions = [
-            self.kube.patch(
-                JOBS, ns, name, {"metadata": {"labels": {PREEMPTED_LABEL: "true"}}, "spec": {"suspend": True}}
-            )
-            for ns, name in jobs
-        ]
-        results = await gather_limited(self.settings.concurrency, *evictions, *suspensions)
-        failed = [
-            r
-            for r in results
-            if isinstance(r, BaseException) and not (isinstance(r, ApiError) and r.not_found)
-        ]
+        results = list(await gather_limited(self.settings.concurrency, *evictions))
+        results += await self._requeue_jobs(_jobs_of(victim_pods), "preempted")
+        failed = _failures(results)
         await self.events.emit(view.podgroup, "Preempting", f"evicting {summary}: {decision.message}")
         if failed:
             raise RuntimeError(f"{len(failed)} evictions failed: {failed[0]}")
 
-    async def resume_preempted_jobs(self) -> int:
-        """Resume Jobs suspended for preemption once their pods are gone; returns how many still wait."""
-        jobs, _ = await self.kube.list(JOBS, label_selector=f"{PREEMPTED_LABEL}=true")
+    async def resume_requeued_jobs(self) -> int:
+        """Resume Jobs suspended to re-queue their gang once their pods are gone; returns how many
+        still wait."""
+        jobs: dict[tuple[str, str], JSON] = {}
+        for selector in (REQUEUED_LABEL, f"{LEGACY_PREEMPTED_LABEL}=true"):
+            found, _ = await self.kube.list(JOBS, label_selector=selector)
+            for job in found:
+                meta = job.get("metadata") or {}
+                jobs[(str(meta.get("namespace")), str(meta.get("name")))] = job
         waiting = 0
-        for job in jobs:
+        for (namespace, name), job in sorted(jobs.items()):
             status = job.get("status") or {}
             if int(status.get("active") or 0) or int(status.get("terminating") or 0):
                 waiting += 1
                 continue
-            meta = job.get("metadata") or {}
             await self.kube.patch(
                 JOBS,
-                meta.get("namespace"),
-                str(meta.get("name")),
-                {"metadata": {"labels": {PREEMPTED_LABEL: None}}, "spec": {"suspend": False}},
+                namespace,
+                name,
+                {
+                    "metadata": {"labels": {REQUEUED_LABEL: None, LEGACY_PREEMPTED_LABEL: None}},
+                    "spec": {"suspend": False},
+                },
             )
+        self.requeued_jobs = waiting > 0
         return waiting

@@ -11,11 +11,12 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from controller import admission_record, records
+from controller import queue_records, records
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
 from controller.store import PodGroupRecord, Store
 from shared import constants as c
+from shared.quantities import QuantityError, parse_resources
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,9 @@ class GangView:
     last_admitted_at: float | None = None
     # Start of the current wait (status.scheduleStartTime); None before the first member.
     waiting_since: float | None = None
+    # Since when an admitted gang runs below minMember with nothing of it left to bind (a node
+    # drained, a member evicted); None while it is whole.
+    degraded_since: float | None = None
 
 
 def _int(value: object) -> int | None:
@@ -122,6 +126,18 @@ def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
     return None
 
 
+def _min_resources(record: PodGroupRecord) -> dict[str, int]:
+    """spec.minResources in the core's units; one that cannot be read is left out (the CRD's
+    schema refuses such values, so only a hand-edited object gets here)."""
+    value = record.spec.get("minResources")
+    if not isinstance(value, dict):
+        return {}
+    try:
+        return parse_resources(value)
+    except (QuantityError, ValueError):
+        return {}
+
+
 def _placement(record: PodGroupRecord, members: list[Pod]) -> Placement:
     value = record.annotations.get(c.PLACEMENT_ANNOTATION) or member_annotation(
         members, c.PLACEMENT_ANNOTATION
@@ -169,15 +185,12 @@ def view(
     """The gang of ``record``; ``budgeted`` holds member records that carry their disruption budget."""
     members = [(budgeted or {}).get(p.uid, p) for p in store.members(record.key)]
     priority = gang_priority(record, members, store)
-    admission = admission_record.decode(record.annotations)
-    assumed = store.assumed.get(record.key)  # written by this process, maybe not delivered yet
-    if assumed is not None:
-        admission = assumed if admission is None else admission.union(assumed)
+    admission = store.admission(record)  # with what this process wrote and has not seen back
     admitted: dict[str, str | None] = dict(admission.placement) if admission else {}
     booked: dict[str, str] = dict(admission.booked) if admission else {}
     admitted_at = admission.at if admission else None
     present = {p.uid for p in members if not p.terminating}  # a terminating pod holds no admission
-    hold = store.holds.get(record.key)
+    hold = store.hold_of(record.key)
     running = any((p.uid in admitted or p.bound) and not p.finished and not p.terminating for p in members)
     if admitted_at is not None and not running:
         # No admitted member is alive any more (evicted as a victim, rolled back, all ended): new
@@ -203,14 +216,36 @@ def view(
         creatable=creatable(members),
         admitted={uid: node for uid, node in admitted.items() if uid in present},
         booked={uid: node for uid, node in booked.items() if uid in present},
+        min_resources=_min_resources(record),
         admitted_at=admitted_at,
         parent=record.spec.get("parentPodGroup") or None,
-        queue=record.spec.get("queue") or None,
+        queue=_queue(record, members, store),
         held=dict(hold.placement) if hold else {},
         held_since=hold.at if hold else None,
     )
     last_admitted = admission.latest if admission is not None and admitted_at is not None else None
-    return GangView(gang, record, tuple(members), last_admitted, waiting_since)
+    degraded = _degraded_since(record, gang, now)
+    return GangView(gang, record, tuple(members), last_admitted, waiting_since, degraded)
+
+
+DEGRADED_CONDITION = "Degraded"
+
+
+def _degraded_since(record: PodGroupRecord, gang: Gang, now: float) -> float | None:
+    if gang.admitted_at is None:
+        return None
+    running = sum(1 for p in gang.members if p.bound and not p.finished and not p.terminating)
+    finished = sum(1 for p in gang.members if p.finished)
+    if running == 0 or running + finished >= gang.min_member:
+        return None
+    if any(p.uid in gang.admitted and is_live(p) and not p.bound for p in gang.members):
+        return None  # admitted members still binding: the bind timeout's business
+    previous = next(
+        (c for c in record.status.get("conditions") or () if c.get("type") == DEGRADED_CONDITION), None
+    )
+    if previous is not None and previous.get("status") == "True":
+        return records.parse_time(previous.get("lastTransitionTime")) or now
+    return float(math.floor(now))
 
 
 def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView]]:
@@ -224,7 +259,7 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
     views = {}
     for key in sorted(store.gang_keys(), key=lambda k: (k.namespace, k.name)):
         record = store.podgroup(key)
-        if record is None:
+        if record is None or key.namespace in store.terminating_namespaces:
             continue
         # Phalanx manages gangs in opted-in namespaces, and any gang it gated (a namespace that
         # opted out later must not strand its gated pods). Other PodGroups are not its business.
@@ -238,8 +273,21 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
         now=now,
         opted_in_namespaces=frozenset(store.opted_in),
         disruptions_allowed={k: b.disruptions_allowed for k, b in store.budgets.items()},
+        queues=store.queues.queues(),
     )
     return snap, views
+
+
+def _queue(record: PodGroupRecord, members: list[Pod], store: Store) -> str | None:
+    """The gang's queue (controller/queue_records.py says where it comes from)."""
+    parent_queue = None
+    parent_name = record.spec.get("parentPodGroup")
+    if parent_name:
+        parent = store.podgroup(GangKey(record.namespace, str(parent_name)))
+        if parent is not None:
+            parent_queue = queue_records.gang_queue(parent.spec, parent.labels, (), None)
+    default = store.queues.namespace_queue.get(record.namespace)
+    return queue_records.gang_queue(record.spec, record.labels, members, default, parent_queue)
 
 
 def _with_budget(pod: Pod, budget: str) -> Pod:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -89,6 +91,21 @@ class Kube(Protocol):
     async def served(self, rt: ResourceType) -> bool: ...
 
 
+def _read_environment_once(api: client.ApiClient) -> None:
+    """kubernetes-asyncio opens its aiohttp session with ``trust_env=True``: aiohttp then looks up
+    ~/.netrc and the proxy environment in a worker thread on *every* request -- two thread-pool
+    hops that cost about as much client CPU as the request itself (a gang's gate lifts go out
+    hundreds at a time). The environment does not change while the process runs, so the proxy it
+    names for the API server is read once, here, and the per-request lookups are turned off
+    (client-go, too, reads the proxy environment once and never reads netrc)."""
+    rest = api.rest_client
+    if rest.proxy is None:
+        url = urlsplit(api.configuration.host)
+        if url.hostname and not urllib.request.proxy_bypass_environment(url.hostname):
+            rest.proxy = urllib.request.getproxies_environment().get(url.scheme)
+    rest.pool_manager._trust_env = False
+
+
 def _error(status: int, body: bytes) -> ApiError:
     try:
         parsed = orjson.loads(body)
@@ -103,6 +120,7 @@ class KubeClient:
     def __init__(self, api: client.ApiClient, list_page_size: int = 1000) -> None:
         self._api = api
         self._page = list_page_size
+        _read_environment_once(api)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, qps_connections: int = 100) -> KubeClient:

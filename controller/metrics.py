@@ -52,3 +52,30 @@ class ControllerMetrics:
             "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=r
         )
         self.status_writes = Counter("phalanx_status_writes_total", "PodGroup status updates", registry=r)
+        # Queues (README "Queues"): per queue, subtree included; resource as in the pod spec.
+        by_resource = ["queue", "resource"]
+        self.queue_allocated = Gauge(
+            "phalanx_queue_allocated", "Held by the queue's admitted gangs", by_resource, registry=r
+        )
+        self.queue_requested = Gauge(
+            "phalanx_queue_requested",
+            "Allocated plus what its waiting gangs ask for",
+            by_resource,
+            registry=r,
+        )
+        self.queue_fair_share = Gauge(
+            "phalanx_queue_fair_share", "Current fair share", by_resource, registry=r
+        )
+        self.queue_quota = Gauge("phalanx_queue_quota", "Guaranteed amount", by_resource, registry=r)
+        self.queue_gangs = Gauge(
+            "phalanx_queue_gangs",
+            "Gangs of the queue by state (admitted, waiting)",
+            ["queue", "state"],
+            registry=r,
+        )
+        self.queue_reclaims = Counter(
+            "phalanx_queue_reclaims_total",
+            "Reclaims that took borrowed room back from the queue",
+            ["queue"],
+            registry=r,
+        )

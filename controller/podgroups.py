@@ -1,15 +1,22 @@
-"""Create the PodGroup of a gang whose gated members carry the canonical label and have none.
+"""Keep one PodGroup per gang: create it when its size is known, correct it, retire a shadow.
 
-The PodGroup is owned by the members' workload (garbage-collected with it). Its size comes from,
-in order: the native Workload's ``minCount``, the members' ``phalanx.io/min-member`` override,
-the size the webhook inferred from the workload spec, the Coscheduling ``min-available`` label,
-and finally 1 -- said in an Event so nobody is surprised. An existing PodGroup of any served kind
-(also one mpi-operator made) is adopted as it is.
+A gang's size is what its user declared, never a guess: the native Workload's ``minCount``, the
+``phalanx.io/min-member`` override, the Coscheduling ``min-available`` label, or -- for workloads
+the webhook sized from their spec and named after themselves -- that inferred size. Pods that name
+a Workload or a PodGroup that does not exist yet wait for it, gated, with an Event saying so: a
+PodGroup of 1 would let them start one by one.
+
+A PodGroup Phalanx made is owned by the members' workload (garbage-collected with it) and carries
+``app.kubernetes.io/managed-by: phalanx``. It follows its source (a Workload applied or changed
+later) until someone else edits its spec, and it steps aside for a PodGroup of another served kind
+that a user applies for the same gang later, handing over its admission record first. One deleted
+while its members live is made again, with the admission record it carried.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from controller import workload_owners
@@ -17,67 +24,132 @@ from controller.core.model import GangKey, Pod
 from controller.gangs import inferred_min_member, member_annotation
 from controller.kube import ApiError, Kube
 from controller.resources import PODGROUPS
+from controller.store import PodGroupRecord, Store
 from shared import constants as c
+from shared import grouplink
 
 log = logging.getLogger(__name__)
-MANAGED_BY = "app.kubernetes.io/managed-by"
+MIN_MEMBER_SOURCE = "phalanx.io/min-member-source"
+# kubectl writes this on every object it applies: its presence means a user applied the spec.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """The gang size its members declare, or what they wait for before it can be known."""
+
+    min_member: int | None
+    source: str  # where min_member came from, or what is missing
+    owner: dict[str, Any] | None = None
+    workload: tuple[str, str] | None = None  # (name, podGroup) of a Workload the members name
+
+    @property
+    def known(self) -> bool:
+        return self.min_member is not None
+
+
+def _foreign_link(pod: Pod) -> str | None:
+    """The link form a user wrote to name a group (not the label the webhook writes), if any."""
+    for key in c.GROUP_LINK_LABELS:
+        if key != c.POD_GROUP_LABEL and pod.labels.get(key):
+            return f"label {key}"
+    for key in c.GROUP_LINK_ANNOTATIONS:
+        if pod.annotations.get(key):
+            return f"annotation {key}"
+    return None
+
+
+def _owner_of(members: list[Pod]) -> dict[str, Any] | None:
+    first = next((p for p in sorted(members, key=lambda p: p.name) if p.owner is not None), None)
+    if first is None or first.owner is None:
+        return None
+    o = first.owner
+    return {"apiVersion": o.api_version, "kind": o.kind, "name": o.name, "uid": o.uid}
+
+
+def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
+    """What the members say the gang's size is, in the precedence the README documents."""
+    for pod in members:
+        if pod.workload is None:
+            continue
+        workload, group = pod.workload
+        min_count = store.workloads.get((key.namespace, workload), {}).get(group)
+        if min_count is None:
+            return Sizing(
+                None, f"Workload {key.namespace}/{workload} (podGroup {group})", workload=pod.workload
+            )
+        uid = store.workload_uids.get((key.namespace, workload), "")
+        owner = (
+            {"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload", "name": workload, "uid": uid}
+            if uid
+            else None
+        )
+        return Sizing(min_count, f"Workload {workload} minCount", owner, pod.workload)
+    owner = _owner_of(members)
+    explicit = [m for p in members if (m := _positive(p.annotations.get(c.MIN_MEMBER_ANNOTATION)))]
+    explicit += [m for p in members if (m := grouplink.declared_min_available(p.labels))]
+    if explicit:
+        return Sizing(max(explicit), "the members' declared size", owner)
+    link = next((found for p in members if (found := _foreign_link(p))), None)
+    if link is not None:
+        # The user named a group by its own link: its size is in that PodGroup, not in one Job.
+        return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by {link})")
+    inferred = inferred_min_member(members)
+    if inferred:
+        return Sizing(inferred, "the workload spec", owner)
+    return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by label {c.POD_GROUP_LABEL})")
+
+
+def _positive(value: str | None) -> int | None:
+    try:
+        number = int(value or "")
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+def waiting_message(sizing: Sizing) -> str:
+    if sizing.workload is not None:
+        return (
+            f"waiting for {sizing.source}: the pods name it in spec.workloadRef but it does not exist "
+            "(or has no such podGroup) yet; no member starts before the gang's size is known"
+        )
+    return (
+        f"waiting for {sizing.source}: it does not exist yet; create it, or set "
+        f"{c.MIN_MEMBER_ANNOTATION} on the workload. No member starts before the gang's size is known"
+    )
 
 
 class PodGroupFactory:
-    def __init__(self, kube: Kube, store: Any) -> None:
+    def __init__(self, kube: Kube, store: Store) -> None:
         self.kube = kube
         self.store = store
 
-    def _workload_for(self, key: GangKey, members: list[Pod]) -> tuple[str, str, int] | None:
-        """(workload, uid, minCount) of the Workload podGroup the members reference, if served."""
-        for pod in members:
-            if pod.workload is None:
-                continue
-            workload, group = pod.workload
-            min_count = self.store.workloads.get((key.namespace, workload), {}).get(group)
-            if min_count is not None:
-                return workload, self.store.workload_uids.get((key.namespace, workload), ""), min_count
-        return None
-
-    def manifest(self, key: GangKey) -> dict[str, Any] | None:
+    def manifest(self, key: GangKey, sizing: Sizing) -> dict[str, Any]:
         members = [p for p in self.store.members(key) if not p.terminating]
-        if not any(p.gated for p in members):
-            return None
-        owner: dict[str, Any] | None = None
-        source = "default"
-        workload = self._workload_for(key, members)
-        if workload is not None:
-            name, uid, min_member = workload
-            source = f"Workload {name} minCount"
-            if uid:
-                owner = {
-                    "apiVersion": "scheduling.k8s.io/v1alpha1",
-                    "kind": "Workload",
-                    "name": name,
-                    "uid": uid,
-                }
-        else:
-            inferred = inferred_min_member(members)
-            min_member = inferred or 1
-            source = "the workload spec" if inferred else "no size given: defaulted to 1"
-            first = next((p for p in sorted(members, key=lambda p: p.name) if p.owner is not None), None)
-            if first is not None and first.owner is not None:
-                o = first.owner
-                owner = {"apiVersion": o.api_version, "kind": o.kind, "name": o.name, "uid": o.uid}
-        spec: dict[str, Any] = {"minMember": min_member}
+        assert sizing.min_member is not None
+        spec: dict[str, Any] = {"minMember": sizing.min_member}
         timeout = member_annotation(members, c.SCHEDULE_TIMEOUT_ANNOTATION)
-        if workload is not None and (key.namespace, workload[0]) in self.store.workload_timeouts:
-            timeout = str(self.store.workload_timeouts[(key.namespace, workload[0])])
+        if (
+            sizing.workload is not None
+            and (key.namespace, sizing.workload[0]) in self.store.workload_timeouts
+        ):
+            timeout = str(self.store.workload_timeouts[(key.namespace, sizing.workload[0])])
         if timeout and timeout.isdigit() and int(timeout) > 0:
             spec["scheduleTimeoutSeconds"] = int(timeout)
+        annotations = {MIN_MEMBER_SOURCE: sizing.source}
+        # Made again after a deletion: the members admitted under the old one stay admitted.
+        previous = self.store.deleted_admissions.get(key)
+        if previous is not None:
+            annotations[c.ADMISSION_ANNOTATION] = previous.encode()
         metadata: dict[str, Any] = {
             "name": key.name,
             "namespace": key.namespace,
-            "labels": {MANAGED_BY: "phalanx"},
-            "annotations": {"phalanx.io/min-member-source": source},
+            "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_PHALANX},
+            "annotations": annotations,
         }
-        if owner is not None:
-            metadata["ownerReferences"] = [{**owner, "controller": False, "blockOwnerDeletion": False}]
+        if sizing.owner is not None:
+            metadata["ownerReferences"] = [{**sizing.owner, "controller": False, "blockOwnerDeletion": False}]
         return {
             "apiVersion": PODGROUPS.api_version,
             "kind": PODGROUPS.kind,
@@ -85,12 +157,34 @@ class PodGroupFactory:
             "spec": spec,
         }
 
-    async def ensure(self, key: GangKey) -> None:
-        if self.store.podgroup(key) is not None:
-            return
-        body = self.manifest(key)
-        if body is None:
-            return
+    def sizing(self, key: GangKey) -> Sizing | None:
+        """The size of a gang that has no PodGroup and needs one (None: it needs none now)."""
+        members = [p for p in self.store.members(key) if not p.terminating]
+        live = [p for p in members if not p.finished]
+        if not any(p.gated for p in live) and not (live and key in self.store.deleted_admissions):
+            return None
+        return declared_size(key, members, self.store)
+
+    def planned(self, key: GangKey) -> dict[str, Any] | None:
+        """The PodGroup ``ensure`` would create for a gang that has none now, if any."""
+        sizing = self.sizing(key) if not self.store.podgroup_records(key) else None
+        return self.manifest(key, sizing) if sizing is not None and sizing.known else None
+
+    async def ensure(self, key: GangKey) -> Sizing | None:
+        """Bring the gang's PodGroup in line. Returns the sizing its members wait for, if they wait."""
+        if key.namespace in self.store.terminating_namespaces:
+            return None  # the API server refuses new objects there, and the gang is going away
+        records = self.store.podgroup_records(key)
+        if len(records) > 1:
+            await self._retire_shadow(records)
+            return None
+        if records:
+            await self._follow_source(key, records[0])
+            return None
+        sizing = self.sizing(key)
+        if sizing is None or not sizing.known:
+            return sizing
+        body = self.manifest(key, sizing)
         # Owned by the object the user applied (JobSet, not its Jobs), where an operator made the pods.
         if (
             top := await workload_owners.top_owner(self.kube, key.namespace, self.store.members(key))
@@ -100,7 +194,54 @@ class PodGroupFactory:
             created = await self.kube.create(PODGROUPS, key.namespace, body)
         except ApiError as err:
             if err.conflict:
-                return  # someone else created it; the informer will deliver it
+                return None  # someone else created it; the informer will deliver it
             raise
         log.info("created podgroup", extra={"gang": str(key), "minMember": body["spec"]["minMember"]})
         self.store.upsert_podgroup(PODGROUPS, created)
+        return None
+
+    async def _follow_source(self, key: GangKey, record: PodGroupRecord) -> None:
+        """A PodGroup Phalanx made follows its source until a user edits its spec or it admits."""
+        if not record.managed or LAST_APPLIED in record.annotations:
+            return
+        if c.ADMISSION_ANNOTATION in record.annotations or self.store.assumed_admission(key) is not None:
+            return  # an admitted gang keeps the size it was admitted with
+        sizing = declared_size(key, self.store.members(key), self.store)
+        if not sizing.known or sizing.min_member == record.spec.get("minMember"):
+            return
+        patch = {
+            "metadata": {"annotations": {MIN_MEMBER_SOURCE: sizing.source}},
+            "spec": {"minMember": sizing.min_member},
+        }
+        await self.kube.patch(record.rt, key.namespace, key.name, patch)
+        log.info("podgroup follows its source", extra={"gang": str(key), "minMember": sizing.min_member})
+
+    async def _retire_shadow(self, records: list[PodGroupRecord]) -> None:
+        """A user's PodGroup of another kind arrived for a gang Phalanx had made one for: the user's
+        wins. The admission record moves over first, so no admitted member loses its admission."""
+        users = [r for r in records if not r.managed]
+        if not users:
+            return
+        winner = users[0]
+        for shadow in (r for r in records if r.managed):
+            admission = self.store.admission(shadow)
+            if admission is not None:
+                current = self.store.admission(winner)
+                merged = admission if current is None else current.union(admission)
+                await self.kube.patch(
+                    winner.rt,
+                    winner.namespace,
+                    winner.name,
+                    {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: merged.encode()}}},
+                )
+                # Until the informer delivers it, the store assumes it, as after an admission.
+                self.store.assume_admission(winner.key, merged)
+            try:
+                await self.kube.delete(shadow.rt, shadow.namespace, shadow.name, uid=shadow.uid)
+            except ApiError as err:
+                if not err.not_found:
+                    raise
+            log.info(
+                "retired phalanx's podgroup for the user's",
+                extra={"gang": str(shadow.key), "kind": str(winner.rt)},
+            )

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 
 from controller import gangs, status
+from controller.bypass import GateBypassDetector
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
 from controller.core.planner import plan
@@ -24,8 +25,9 @@ from controller.executor import Executor
 from controller.gangs import GangView
 from controller.kube import ApiError, Kube
 from controller.metrics import ControllerMetrics
-from controller.podgroups import PodGroupFactory
-from controller.store import Store
+from controller.podgroups import PodGroupFactory, Sizing, waiting_message
+from controller.queue_status import QueueStatusWriter
+from controller.store import Hold, Store
 from controller.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,7 @@ class Reconciler:
         clock: Callable[[], float],
         bind_timeout: float = 60.0,
         timeout_action: str = "report",
+        degraded_timeout: float = 300.0,
     ) -> None:
         self.kube = kube
         self.store = store
@@ -56,11 +59,11 @@ class Reconciler:
         self.clock = clock
         self.bind_timeout = bind_timeout
         self.timeout_action = timeout_action
+        self.degraded_timeout = degraded_timeout
         self.podgroups = PodGroupFactory(kube, store)
+        self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
-        # Jobs suspended by a preemption may wait to be resumed (checked once at start: a restart
-        # must not leave them suspended).
-        self.preempted_jobs = True
+        self.bypass = GateBypassDetector(events, metrics)
         store.listeners.append(self.on_change)
 
     def on_change(self, key: GangKey | None) -> None:
@@ -92,12 +95,17 @@ class Reconciler:
         failed: set[Hashable] = set()
         # A REPLAN (resync, leadership gained) covers every gang, also those seen while on standby.
         targets = self.store.gang_keys() if REPLAN in batch else {k for k in batch if isinstance(k, GangKey)}
+        unsized: dict[GangKey, Sizing] = {}
         for key in sorted(targets, key=str):
             try:
-                await self.podgroups.ensure(key)
+                sizing = await self.podgroups.ensure(key)
             except ApiError as err:
                 log.warning("podgroup not created", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
+            else:
+                if sizing is not None:
+                    unsized[key] = sizing
+        await self._report_unsized(unsized)
 
         now = self.clock()
         started = time.perf_counter()
@@ -126,29 +134,37 @@ class Reconciler:
                 log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
 
+        await self.bypass.check(views)
         await self._bind_timeouts(views, decisions, now, failed)
+        await self._degraded(views, decisions, now, failed)
         await self._timeouts(views, decisions, now)
         await self._write_statuses(views, decisions, now, failed)
+        await self.queue_status.write(the_plan, the_plan.decisions)
         self._release_stale_holds(views, decisions, now)
-        if any(isinstance(d, Preempt) for d in decisions.values()):
-            self.preempted_jobs = True
-            self.queue.add_after(REPLAN, 0.5)  # resume the suspended victims soon
-        if REPLAN in batch and self.preempted_jobs:
+        if REPLAN in batch and self.executor.requeued_jobs:
             try:
-                waiting = await self.executor.resume_preempted_jobs()
+                await self.executor.resume_requeued_jobs()
             except ApiError as err:
-                log.warning("resuming preempted jobs failed", extra={"error": str(err)})
-            else:
-                self.preempted_jobs = waiting > 0
-                if waiting:
-                    self.queue.add_after(REPLAN, 0.5)
+                log.warning("resuming re-queued jobs failed", extra={"error": str(err)})
+        if self.executor.requeued_jobs:
+            self.queue.add_after(REPLAN, 0.5)  # resume the suspended Jobs once their pods are gone
         # A member whose spec cannot be read is not part of any plan: say so where people look.
         for owner_key, problem in self.store.invalid_pods.values():
             if owner_key is not None and owner_key in views:
                 await self.events.emit(views[owner_key].podgroup, "InvalidMember", problem, warning=True)
         if REPLAN in batch:
-            self.events.retain({v.podgroup.uid for v in views.values()})
+            self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
         return failed
+
+    async def _report_unsized(self, unsized: dict[GangKey, Sizing]) -> None:
+        """Gated pods that name a group nobody has created yet: they have no PodGroup to carry a
+        status, so each says why it waits in an Event of its own (once)."""
+        for key, sizing in unsized.items():
+            reason = "WaitingForWorkload" if sizing.workload is not None else "WaitingForPodGroup"
+            message = waiting_message(sizing)
+            for pod in self.store.members(key):
+                if pod.gated and not pod.terminating:
+                    await self.events.emit_on_pod(pod, reason, message)
 
     async def _bind_timeouts(
         self,
@@ -181,6 +197,36 @@ class Reconciler:
                 )
             except Exception as err:
                 log.warning("rollback failed", extra={"gang": str(key), "error": str(err)})
+                failed.add(key)
+
+    async def _degraded(
+        self,
+        views: dict[GangKey, GangView],
+        decisions: dict[GangKey, Decision],
+        now: float,
+        failed: set[Hashable],
+    ) -> None:
+        """A running gang below minMember is re-queued whole once it has been so for the timeout
+        (as Kueue does with waitForPodsReady): a partial gang holds GPUs and makes no progress."""
+        if self.degraded_timeout <= 0:
+            return
+        for key, view in views.items():
+            since = view.degraded_since
+            if since is None or isinstance(decisions.get(key), Admit):
+                continue
+            due = since + self.degraded_timeout
+            if now < due:
+                self.queue.add_after(key, due - now + 0.05)
+                continue
+            running = sum(1 for p in view.members if p.bound and not p.finished and not p.terminating)
+            try:
+                await self.executor.roll_back(
+                    view,
+                    f"ran with {running} of {view.gang.min_member} members for {self.degraded_timeout:.0f}s",
+                    why="degraded",
+                )
+            except Exception as err:
+                log.warning("re-queueing a degraded gang failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
 
     async def _timeouts(
@@ -232,7 +278,7 @@ class Reconciler:
                     view.podgroup.rt, key.namespace, key.name, {"status": wanted}, subresource="status"
                 )
                 self.metrics.status_writes.inc()
-                status.applied(view.podgroup.status, wanted)  # no rewrite before the informer catches up
+                self.store.assume_status(view.podgroup, wanted)  # no rewrite before the informer catches up
             except ApiError as err:
                 if not err.not_found:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})
@@ -244,12 +290,12 @@ class Reconciler:
     def _release_stale_holds(
         self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float
     ) -> None:
-        for key in list(self.store.holds):
-            hold = self.store.holds[key]
-            decision = decisions.get(key)
-            admitted = key in views and views[key].gang.admitted
-            if admitted or key not in views or now - hold.at > 300 or isinstance(decision, Admit):
-                del self.store.holds[key]
+        def stale(key: GangKey, hold: Hold) -> bool:
+            admitted = key in views and bool(views[key].gang.admitted)
+            expired = now - hold.at > self.planner.hold_expiry_seconds
+            return admitted or key not in views or expired or isinstance(decisions.get(key), Admit)
+
+        self.store.release_holds(stale)
 
 
 def decision_timed_out(decision: Decision) -> bool:

@@ -197,7 +197,9 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         workload=ref[:2] if ref else None,
         owner=owner_of(meta),
         labels=labels,
-        annotations={k: v for k, v in annotations.items() if k.startswith(c.DOMAIN)},
+        annotations={
+            k: v for k, v in annotations.items() if k.startswith(c.DOMAIN) or k in c.GROUP_LINK_ANNOTATIONS
+        },
         started=parse_time(status.get("startTime")),
         preemptible=preemptible,
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),

@@ -54,3 +54,8 @@ PODGROUPS = ResourceType(c.PODGROUP_GROUP, c.PODGROUP_VERSION, c.PODGROUP_PLURAL
 PODGROUPS_X_K8S = ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 PODGROUPS_KAI = ResourceType("scheduling.run.ai", "v2", "podgroups", "PodGroup")
 PODGROUP_TYPES = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI)
+
+# Queues: Phalanx's own, and KAI's (served by the kai-compat component). Cluster-scoped.
+QUEUES = ResourceType(c.QUEUE_GROUP, c.QUEUE_VERSION, "queues", "Queue", namespaced=False)
+QUEUES_KAI = ResourceType("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False)
+QUEUE_TYPES = (QUEUES, QUEUES_KAI)

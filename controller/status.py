@@ -12,9 +12,10 @@ from typing import Any
 
 from controller.core.model import Admit, Decision, Preempt, Reason, Reject, Wait
 from controller.core.state import is_live
-from controller.gangs import GangView
+from controller.gangs import DEGRADED_CONDITION, GangView
 
 CONDITION = "Admitted"
+DEGRADED = DEGRADED_CONDITION  # reason and condition type
 
 
 def iso(ts: float) -> str:
@@ -47,6 +48,12 @@ def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) ->
     live = any(is_live(p) for p in view.members)
     if isinstance(decision, Reject):
         return "Failed", decision.reason.value, decision.message, False
+    if admitted and view.degraded_since is not None and not isinstance(decision, (Wait, Admit)):
+        message = (
+            f"{n['scheduled']} of {minimum} members running since {iso(view.degraded_since)}; "
+            "the rest are gone (node drained, pod evicted) and no replacement could be placed"
+        )
+        return "Running", DEGRADED, message, True
     if admitted and not isinstance(decision, Wait):
         if n["members"] and n["succeeded"] >= minimum and n["running"] == 0 and n["gated"] == 0:
             return "Finished", "Finished", f"{n['succeeded']} members succeeded", True
@@ -90,28 +97,43 @@ def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, 
         "lastTransitionTime": previous.get("lastTransitionTime") if unchanged and previous else iso(now),
         "observedGeneration": view.podgroup.generation,
     }
+    conditions = [condition]
+    was_degraded = next((c for c in current.get("conditions") or () if c.get("type") == DEGRADED), None)
+    if view.degraded_since is not None or was_degraded is not None:
+        conditions.append(_degraded_condition(view, was_degraded, now, reason, message))
     status: dict[str, Any] = {
         "phase": phase,
         **n,
         "reason": reason,
         "message": message,
         "scheduleStartTime": iso(view.waiting_since) if view.waiting_since is not None else None,
-        "conditions": [condition],
+        "conditions": conditions,
     }
     # None is kept on purpose: written as a merge patch, it removes a stale admittedTime.
     status["admittedTime"] = iso(view.gang.admitted_at) if view.gang.admitted_at is not None else None
     return status
 
 
+def _degraded_condition(
+    view: GangView, previous: Mapping[str, Any] | None, now: float, reason: str, message: str
+) -> dict[str, Any]:
+    degraded = view.degraded_since is not None
+    if degraded:
+        since = iso(view.degraded_since or now)
+    elif previous is not None and previous.get("status") == "False":
+        since = str(previous.get("lastTransitionTime"))
+    else:
+        since = iso(now)
+    return {
+        "type": DEGRADED,
+        "status": "True" if degraded else "False",
+        "reason": DEGRADED if degraded else "Whole",
+        "message": message if degraded else "every member the gang needs is running or done",
+        "lastTransitionTime": since,
+        "observedGeneration": view.podgroup.generation,
+    }
+
+
 def differs(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     """Would writing ``wanted`` change ``current``? (A None in wanted means "absent".)"""
     return any(current.get(k) != v for k, v in wanted.items())
-
-
-def applied(current: dict[str, Any], wanted: Mapping[str, Any]) -> None:
-    """Apply ``wanted`` to ``current`` as the merge patch does (None removes the key)."""
-    for key, value in wanted.items():
-        if value is None:
-            current.pop(key, None)
-        else:
-            current[key] = value

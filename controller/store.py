@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from controller import admission_record, records
@@ -19,6 +19,7 @@ from controller import resources as r
 from controller.admission_record import AdmissionRecord
 from controller.core.model import GangKey, Node, Pod
 from controller.kube import JSON
+from controller.queue_records import QueueRegistry
 from controller.resources import PODGROUP_TYPES, ResourceType
 from shared import constants as c
 from shared import grouplink
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 ChangeListener = Callable[[GangKey | None], None]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PodGroupRecord:
     rt: ResourceType
     namespace: str
@@ -45,6 +46,11 @@ class PodGroupRecord:
     @property
     def key(self) -> GangKey:
         return GangKey(self.namespace, self.name)
+
+    @property
+    def managed(self) -> bool:
+        """Made by Phalanx for a gang that had none (not applied by a user)."""
+        return self.labels.get(c.MANAGED_BY_LABEL) == c.MANAGED_BY_PHALANX
 
     @classmethod
     def from_raw(cls, rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
@@ -96,7 +102,7 @@ class DisruptionBudget:
         return True
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Hold:
     """Room held for a preemptor while its victims terminate: pod uid -> node, since ``at``."""
 
@@ -116,6 +122,8 @@ class Store:
     )
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     opted_in: set[str] = field(default_factory=set)
+    # Namespaces being deleted: their gangs are going away, so nothing is planned or reported.
+    terminating_namespaces: set[str] = field(default_factory=set)
     budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
     # Workload API: (namespace, workload) -> podGroup name -> minCount
     workloads: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
@@ -123,9 +131,13 @@ class Store:
     # The released Workload API has no gang timeout: Phalanx reads its annotation on the Workload.
     workload_timeouts: dict[tuple[str, str], int] = field(default_factory=dict)
     # Admissions recorded by this process that the informers may not have delivered yet.
-    assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
+    _assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
-    holds: dict[GangKey, Hold] = field(default_factory=dict)
+    _holds: dict[GangKey, Hold] = field(default_factory=dict)
+    # The admission of a PodGroup deleted while its gang lived: a PodGroup made again carries it.
+    deleted_admissions: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
+    # Queues and namespace default queues (fed by controller/queue_feed.py).
+    queues: QueueRegistry = field(default_factory=QueueRegistry)
 
     # ---- notifications ---------------------------------------------------------------------------
     def _changed(self, key: GangKey | None) -> None:
@@ -133,13 +145,67 @@ class Store:
             listener(key)
 
     # ---- queries ---------------------------------------------------------------------------------
+    def podgroup_records(self, key: GangKey) -> list[PodGroupRecord]:
+        """Every served kind's PodGroup of this name, primary group first."""
+        return [record for rt in PODGROUP_TYPES if (record := self.podgroups[rt].get(key)) is not None]
+
     def podgroup(self, key: GangKey) -> PodGroupRecord | None:
-        """The gang's PodGroup; with several kinds of the same name the primary group wins."""
+        """The gang's PodGroup. A user's wins over one Phalanx made (which is then retired); among
+        several of the user's, the primary group wins."""
+        records = self.podgroup_records(key)
+        return next((r for r in records if not r.managed), records[0] if records else None)
+
+    # ---- what this process wrote and the informers have not delivered yet -------------------------
+    # Cached records are never changed in place: an assumption replaces the cached record, so a
+    # view built from the old one stays as it was.
+
+    def admission(self, record: PodGroupRecord) -> AdmissionRecord | None:
+        """The gang's admission: what its PodGroup says plus what this process has just written."""
+        written = admission_record.decode(record.annotations)
+        assumed = self._assumed.get(record.key)
+        if assumed is None:
+            return written
+        return assumed if written is None else written.union(assumed)
+
+    def assumed_admission(self, key: GangKey) -> AdmissionRecord | None:
+        return self._assumed.get(key)
+
+    def assume_admission(self, key: GangKey, record: AdmissionRecord) -> None:
+        """Recorded on the PodGroup by this process: no pass may give the room away again."""
+        self._assumed[key] = record
+
+    def forget_admission(self, key: GangKey) -> None:
+        """The write failed (or was undone): the room is free again."""
+        self._assumed.pop(key, None)
+
+    def assume_admission_cleared(self, key: GangKey) -> None:
+        """The admission was removed from the PodGroup: show none until the informer catches up."""
+        self._assumed.pop(key, None)
         for rt in PODGROUP_TYPES:
             record = self.podgroups[rt].get(key)
-            if record is not None:
-                return record
-        return None
+            if record is not None and c.ADMISSION_ANNOTATION in record.annotations:
+                annotations = {k: v for k, v in record.annotations.items() if k != c.ADMISSION_ANNOTATION}
+                self.podgroups[rt][key] = replace(record, annotations=annotations)
+
+    def assume_status(self, record: PodGroupRecord, written: Mapping[str, Any]) -> None:
+        """A status merge patch this process wrote: no identical rewrite before the informer catches up
+        (``None`` values remove keys, as in the patch)."""
+        current = self.podgroups[record.rt].get(record.key)
+        if current is None or current.uid != record.uid:
+            return
+        status = {k: v for k, v in {**current.status, **written}.items() if v is not None}
+        self.podgroups[record.rt][record.key] = replace(current, status=status)
+
+    # ---- room held for preemptors --------------------------------------------------------------
+    def hold(self, key: GangKey, placement: Mapping[str, str | None], at: float) -> None:
+        self._holds[key] = Hold(dict(placement), at)
+
+    def hold_of(self, key: GangKey) -> Hold | None:
+        return self._holds.get(key)
+
+    def release_holds(self, stale: Callable[[GangKey, Hold], bool]) -> None:
+        for key in [k for k, hold in self._holds.items() if stale(k, hold)]:
+            del self._holds[key]
 
     def members(self, key: GangKey) -> list[Pod]:
         return [self.pods[uid] for uid in sorted(self.pods_by_gang.get(key, ())) if uid in self.pods]
@@ -157,6 +223,7 @@ class Store:
             members.discard(uid)
             if not members:  # gangs come and go: keep no empty entries
                 del self.pods_by_gang[key]
+                self.deleted_admissions.pop(key, None)
 
     def _index_pod(self, pod: Pod) -> GangKey | None:
         old = self.pods.get(pod.uid)
@@ -230,22 +297,31 @@ class Store:
     def upsert_podgroup(self, rt: ResourceType, raw: JSON) -> None:
         record = PodGroupRecord.from_raw(rt, raw)
         self.podgroups[rt][record.key] = record
-        assumed = self.assumed.get(record.key)
+        self.deleted_admissions.pop(record.key, None)
+        assumed = self._assumed.get(record.key)
         if assumed is not None:
             written = admission_record.decode(record.annotations)
             # Only a record holding every assumed member is our write coming back: an older event
             # (the informer lags behind our own patches) must not undo an admission.
             if written is not None and written.covers(assumed.placement):
-                del self.assumed[record.key]
+                del self._assumed[record.key]
         self._changed(record.key)
 
     def delete_podgroup(self, rt: ResourceType, raw: JSON) -> None:
         meta = raw.get("metadata") or {}
         key = GangKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
-        if self.podgroups[rt].pop(key, None) is not None:
-            self.assumed.pop(key, None)
-            self._changed(key)
-            self._changed(None)
+        record = self.podgroups[rt].pop(key, None)
+        if record is None:
+            return
+        if not self.podgroup_records(key):
+            admission = admission_record.decode(record.annotations)
+            assumed = self._assumed.pop(key, None)
+            if assumed is not None:
+                admission = assumed if admission is None else admission.union(assumed)
+            if admission is not None and self.pods_by_gang.get(key):
+                self.deleted_admissions[key] = admission
+        self._changed(key)
+        self._changed(None)
 
     def replace_podgroups(self, rt: ResourceType, items: list[JSON]) -> None:
         old = set(self.podgroups[rt])
@@ -254,7 +330,7 @@ class Store:
             record = PodGroupRecord.from_raw(rt, raw)
             self.podgroups[rt][record.key] = record
         for key in old - set(self.podgroups[rt]):
-            self.assumed.pop(key, None)
+            self._assumed.pop(key, None)
         for key in old | set(self.podgroups[rt]):
             self._changed(key)
         self._changed(None)
@@ -280,6 +356,9 @@ class Store:
         meta = raw.get("metadata") or {}
         name = str(meta.get("name", ""))
         enabled = (meta.get("labels") or {}).get(c.OPT_IN_LABEL) == c.OPT_IN_VALUE
+        if meta.get("deletionTimestamp") and name not in self.terminating_namespaces:
+            self.terminating_namespaces.add(name)
+            self._changed(None)
         if enabled and name not in self.opted_in:
             self.opted_in.add(name)
             self._changed(None)
@@ -288,10 +367,13 @@ class Store:
             self._changed(None)
 
     def delete_namespace(self, raw: JSON) -> None:
-        self.opted_in.discard(str((raw.get("metadata") or {}).get("name", "")))
+        name = str((raw.get("metadata") or {}).get("name", ""))
+        self.opted_in.discard(name)
+        self.terminating_namespaces.discard(name)
 
     def replace_namespaces(self, items: list[JSON]) -> None:
         self.opted_in = set()
+        self.terminating_namespaces = set()
         for raw in items:
             self.upsert_namespace(raw)
 

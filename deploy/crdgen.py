@@ -1,4 +1,4 @@
-"""The one source of truth for Phalanx's three PodGroup CRDs.
+"""The one source of truth for Phalanx's three PodGroup CRDs and its two Queue CRDs.
 
     python deploy/crdgen.py          # rewrite the YAML under deploy/components/
     python deploy/crdgen.py --check  # exit 1 if the committed YAML differs (CI, unit test)
@@ -219,6 +219,155 @@ def crd(variant: Variant) -> dict[str, Any]:
     }
 
 
+# ---- queues ----------------------------------------------------------------------------------------
+
+QUEUE_GROUP = "scheduling.phalanx.io"
+QUEUE_VERSION = "v1alpha1"
+AMOUNTS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+QUEUE_STATUS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "allocated": {**AMOUNTS, "description": "What admitted gangs of this queue and its children hold."},
+        "requested": {**AMOUNTS, "description": "Allocated plus what their waiting gangs ask for."},
+        "fairShare": {**AMOUNTS, "description": "This queue's current fair share per resource."},
+        "admittedGangs": {**INT32, "minimum": 0},
+        "waitingGangs": {**INT32, "minimum": 0},
+        "summary": {"type": "string", "description": "GPUs allocated / fair share / quota, for kubectl get."},
+        "message": {"type": "string", "description": "Why gangs cannot use this queue, if so."},
+    },
+}
+QUEUE_COLUMNS = [
+    {"name": "Parent", "type": "string", "jsonPath": ".spec.parent"},
+    {"name": "GPUs (used/fair/quota)", "type": "string", "jsonPath": ".status.summary"},
+    {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedGangs"},
+    {"name": "Waiting", "type": "integer", "jsonPath": ".status.waitingGangs"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+QUEUE_RESOURCE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "quota": {**QUANTITY, "description": "Guaranteed: reclaimed from other queues when needed."},
+        "limit": {**QUANTITY, "description": "Never exceeded (absent: unlimited)."},
+        "overQuotaWeight": {
+            "type": "number",
+            "minimum": 0,
+            "description": "Share of the room beyond the quotas, relative to other queues (default 1).",
+        },
+    },
+}
+# KAI's Queue (scheduling.run.ai/v2): gpu in units, cpu in millicores, memory in MB; -1 unlimited.
+KAI_QUEUE_RESOURCE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "quota": {"type": "number"},
+        "limit": {"type": "number"},
+        "overQuotaWeight": {"type": "number"},
+    },
+}
+KAI_QUEUE_COLUMNS = [
+    {"name": "Parent", "type": "string", "jsonPath": ".spec.parentQueue"},
+    {"name": "GPUs (used/fair/quota)", "type": "string", "jsonPath": ".status.summary"},
+    {"name": "Admitted", "type": "integer", "jsonPath": ".status.admittedGangs"},
+    {"name": "Waiting", "type": "integer", "jsonPath": ".status.waitingGangs"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+@dataclass(frozen=True)
+class QueueVariant:
+    group: str
+    version: str
+    path: str
+    spec: dict[str, Any]
+    columns: list[dict[str, Any]]
+    short_names: list[str] = field(default_factory=list)
+    comment: str = ""
+
+
+QUEUE_VARIANTS = [
+    QueueVariant(
+        QUEUE_GROUP,
+        QUEUE_VERSION,
+        "components/crds/queues.scheduling.phalanx.io.yaml",
+        {
+            "type": "object",
+            "properties": {
+                "parent": {"type": "string", "description": "Parent queue (a department above teams)."},
+                "resources": {
+                    "type": "object",
+                    "additionalProperties": QUEUE_RESOURCE,
+                    "description": "Per resource (nvidia.com/gpu, cpu, memory, ...): quota, limit, weight.",
+                },
+            },
+        },
+        QUEUE_COLUMNS,
+        comment="# Phalanx's Queue: quotas, limits and fair share for teams sharing a cluster.\n",
+    ),
+    QueueVariant(
+        "scheduling.run.ai",
+        "v2",
+        "components/kai-compat/queues.scheduling.run.ai.yaml",
+        {
+            "type": "object",
+            "properties": {
+                "parentQueue": {"type": "string"},
+                "displayName": {"type": "string"},
+                "priority": {"type": "integer"},
+                "resources": {
+                    "type": "object",
+                    "properties": {name: KAI_QUEUE_RESOURCE for name in ("gpu", "cpu", "memory")},
+                },
+            },
+        },
+        KAI_QUEUE_COLUMNS,
+        comment="# Queue for manifests written for NVIDIA KAI Scheduler (scheduling.run.ai/v2).\n"
+        "# NEVER install this where KAI itself runs: it would replace KAI's own CRD (and its versions).\n",
+    ),
+]
+
+
+def queue_crd(variant: QueueVariant) -> dict[str, Any]:
+    names: dict[str, Any] = {"kind": "Queue", "listKind": "QueueList", "plural": "queues"}
+    names["singular"] = "queue"
+    if variant.short_names:
+        names["shortNames"] = variant.short_names
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"queues.{variant.group}",
+            "labels": {"app.kubernetes.io/name": "phalanx", "app.kubernetes.io/component": "crd"},
+        },
+        "spec": {
+            "group": variant.group,
+            "names": names,
+            "scope": "Cluster",
+            "versions": [
+                {
+                    "name": variant.version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": variant.columns,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A queue: quota, limit and fair share of the gangs that name it.",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": variant.spec,
+                                "status": QUEUE_STATUS,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 class _NoAliases(yaml.SafeDumper):
     """Shared sub-schemas must be written out in full: anchors and aliases confuse reviewers and tools."""
 
@@ -231,6 +380,18 @@ def render(variant: Variant) -> str:
     return HEADER + variant.comment + body
 
 
+def render_queue(variant: QueueVariant) -> str:
+    body = yaml.dump(queue_crd(variant), Dumper=_NoAliases, sort_keys=False, width=120)
+    return "# Generated by deploy/crdgen.py; do not edit by hand.\n" + variant.comment + body
+
+
+def rendered() -> list[tuple[str, str]]:
+    """(path under deploy/, text) of every generated CRD."""
+    out = [(v.path, render(v)) for v in VARIANTS]
+    out.extend((v.path, render_queue(v)) for v in QUEUE_VARIANTS)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -238,16 +399,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if a committed CRD is out of date")
     args = parser.parse_args(argv)
     stale = []
-    for variant in VARIANTS:
-        path = DEPLOY / variant.path
-        text = render(variant)
+    for relative, text in rendered():
+        path = DEPLOY / relative
         if path.exists() and path.read_text() == text:
             continue
         if args.check:
-            stale.append(variant.path)
+            stale.append(relative)
         else:
             path.write_text(text)
-            print(f"wrote deploy/{variant.path}")
+            print(f"wrote deploy/{relative}")
     if stale:
         print(f"stale (run python deploy/crdgen.py): {', '.join(stale)}", file=sys.stderr)
         return 1

@@ -29,6 +29,9 @@ PREEMPTIBLE: Final = "phalanx.io/preemptible"
 # Written by the webhook on pod templates so the controller knows the inferred gang size and
 # where it came from, without re-reading the workload.
 INFERRED_MIN_MEMBER_ANNOTATION: Final = "phalanx.io/inferred-min-member"
+# PodGroups Phalanx made itself carry this label (and follow their source; a user's wins).
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_PHALANX: Final = "phalanx"
 # Recorded by the controller on the PodGroup before any gate is lifted (crash-safe admission).
 ADMISSION_ANNOTATION: Final = "phalanx.io/admission"
 
@@ -55,3 +58,12 @@ DEFAULT_SCHEDULER: Final = "default-scheduler"
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+
+# Queues: which queue a gang belongs to. The namespace label names its default; a workload, pod or
+# PodGroup label (or the PodGroup's spec.queue) overrides it. KAI's and Kueue's links are accepted.
+QUEUE_LABEL: Final = "phalanx.io/queue"
+KAI_QUEUE_LABEL: Final = "runai/queue"
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+QUEUE_LINK_LABELS: Final = (QUEUE_LABEL, KAI_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
+QUEUE_GROUP: Final = "scheduling.phalanx.io"
+QUEUE_VERSION: Final = "v1alpha1"

@@ -12,7 +12,7 @@ from typing import Any
 
 from webhook.metrics import WebhookMetrics
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate, request_gvk
-from webhook.review import Review, ReviewError, encode_response, parse_review
+from webhook.review import OPERATIONS, Review, ReviewError, encode_response, parse_review
 from webhook.shapes import get_in, obj, text
 from webhook.workloads import KINDS, POD
 
@@ -20,7 +20,6 @@ log = logging.getLogger("phalanx.webhook")
 
 JSON = "application/json"
 TEXT = "text/plain"
-OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 # Metric label values are bounded to what Phalanx knows, whatever a client sends.
 KIND_LABELS = frozenset({POD[2], *(gvk[2] for gvk in KINDS)})
 UNKNOWN = "unknown"
@@ -38,7 +37,7 @@ class Admitter:
         self._config = config
         self._metrics = metrics
 
-    def admit(self, body: bytes, started: float) -> Answer:
+    def admit(self, body: bytes | bytearray, started: float) -> Answer:
         """The answer to one request body; ``started`` is the ``perf_counter()`` at its arrival."""
         try:
             review = parse_review(body)

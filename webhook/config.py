@@ -27,7 +27,13 @@ class WebhookSettings(BaseSettings):
     health_port: int = Field(default=8080, ge=0, le=65535, description="plain HTTP /healthz /readyz /metrics")
     cert_dir: Path = Path("/etc/phalanx/webhook/certs")
     cert_reload_seconds: float = Field(default=5.0, gt=0)
+    # The API server's own request limit (3 MiB): no review it sends is larger.
     max_body_bytes: int = Field(default=3 * 1024 * 1024, ge=1024)
+    # A body must arrive whole within this time; stalled uploads are cut (HTTP 408).
+    body_read_timeout_seconds: float = Field(default=2.0, gt=0)
+    # Large bodies (over 64 KiB, or of unknown length) read at once; another waits, then gets 503.
+    max_concurrent_large_bodies: int = Field(default=8, ge=1)
+    body_slot_wait_seconds: float = Field(default=1.0, ge=0)
     foreign_schedulers: NameList = frozenset(c.DEFAULT_FOREIGN_GANG_SCHEDULERS)
     target_scheduler: str = c.DEFAULT_SCHEDULER
     excluded_namespaces: NameList = DEFAULT_EXCLUDED_NAMESPACES

@@ -28,7 +28,15 @@ COPIED_ANNOTATIONS = (
     c.SCHEDULE_TIMEOUT_ANNOTATION,
     c.PLACEMENT_ANNOTATION,
     c.PREEMPTIBLE,
+    c.QUEUE_LABEL,  # from the workload's queue label (workload_queue): its pods carry it
 )
+
+
+def workload_queue(labels: Mapping[str, str]) -> dict[str, str]:
+    """A workload's queue link label (Kueue puts it on the Job, not on its template), as the
+    annotation its pods carry."""
+    queue = next((labels[k] for k in c.QUEUE_LINK_LABELS if labels.get(k)), None)
+    return {c.QUEUE_LABEL: queue} if queue else {}
 
 
 class Outcome(StrEnum):
@@ -202,7 +210,11 @@ def _mutate_workload(
         try:
             scope = _scope(builder, template)
             changed = _gate_template(
-                scope, template, group=link.name, size=size, workload_annotations=annotations
+                scope,
+                template,
+                group=link.name,
+                size=size,
+                workload_annotations={**workload_queue(labels), **annotations},
             )
             rewritten = _rewrite_scheduler(scope, template.body.get("spec"), config, template.where)
         except ShapeError as err:

@@ -18,6 +18,7 @@ from webhook.patch import JsonPatchOp
 REVIEW_KIND = "AdmissionReview"
 # v1beta1 has the same shape; API servers before 1.22 may still send it.
 API_VERSIONS = frozenset({"admission.k8s.io/v1", "admission.k8s.io/v1beta1"})
+OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
 
 class ReviewError(ValueError):
@@ -32,7 +33,7 @@ class Review:
     request: dict[str, Any]
 
 
-def parse_review(body: bytes) -> Review:
+def parse_review(body: bytes | bytearray) -> Review:
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as err:
@@ -50,7 +51,22 @@ def parse_review(body: bytes) -> Review:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError("request.uid must be a non-empty string")
+    _check_request(request)
     return Review(api_version, REVIEW_KIND, uid, request)
+
+
+def _check_request(request: dict[str, Any]) -> None:
+    """What the API server always sends: an operation, the object's kind, and the object itself."""
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise ReviewError(f"request.operation must be one of {', '.join(sorted(OPERATIONS))}")
+    kind = request.get("kind")
+    if not (isinstance(kind, dict) and isinstance(kind.get("kind"), str) and kind["kind"]):
+        raise ReviewError("request.kind must be an object with a kind (group, version, kind)")
+    # DELETE carries the object as oldObject only; Phalanx is never registered for it.
+    field = "oldObject" if operation == "DELETE" else "object"
+    if not isinstance(request.get(field), dict):
+        raise ReviewError(f"request.{field} must be an object for {operation}")
 
 
 def encode_response(

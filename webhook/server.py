@@ -14,17 +14,21 @@ import signal
 import time
 from collections.abc import Callable
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
-from webhook.admission import Admitter
+from webhook.admission import Admitter, Answer
+from webhook.body import SMALL_BODY_BYTES, BodyError, BodyLimits, Upload, check_content_type
 from webhook.config import WebhookSettings
+from webhook.memory import BodySlots, HeapTrimmer
 from webhook.metrics import WebhookMetrics
 from webhook.tls import CertReloader, server_context
 
 log = logging.getLogger("phalanx.webhook")
 
 ADMITTER = web.AppKey("admitter", Admitter)
-MAX_BODY = web.AppKey("max_body", int)
+LIMITS = web.AppKey("limits", BodyLimits)
+SLOTS = web.AppKey("slots", BodySlots)
+TRIMMER = web.AppKey("trimmer", HeapTrimmer)
 METRICS = web.AppKey("metrics", WebhookMetrics)
 READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
 
@@ -32,32 +36,46 @@ READY: web.AppKey[Callable[[], bool]] = web.AppKey("ready")
 def create_app(config: WebhookSettings, metrics: WebhookMetrics | None = None) -> web.Application:
     """The admission application: ``POST /mutate`` for every kind Phalanx handles."""
     metrics = metrics or WebhookMetrics()
-    # aiohttp refuses bodies of client_max_size bytes or more; the limit itself is allowed.
+    # The body is read by webhook.body, never by aiohttp's own read(); this is only a backstop.
     app = web.Application(client_max_size=config.max_body_bytes + 1)
     app[METRICS] = metrics
-    app[MAX_BODY] = config.max_body_bytes
+    app[LIMITS] = BodyLimits(config.max_body_bytes, config.body_read_timeout_seconds)
     app[ADMITTER] = Admitter(config.mutation_config(), metrics)
     app.router.add_post("/mutate", _mutate)
+
+    async def bound_memory(app: web.Application) -> None:  # asyncio objects need the running loop
+        app[SLOTS] = BodySlots(config.max_concurrent_large_bodies, config.body_slot_wait_seconds)
+        app[TRIMMER] = HeapTrimmer(threshold_bytes=SMALL_BODY_BYTES)
+
+    app.on_startup.append(bound_memory)
     return app
 
 
 async def _mutate(request: web.Request) -> web.Response:
     started = time.perf_counter()
-    admitter, limit = request.app[ADMITTER], request.app[MAX_BODY]
-    too_large = f"body larger than {limit} bytes"
-    if request.content_length is not None and request.content_length > limit:
-        answer = admitter.bad_request(413, too_large, started)
-    else:
-        try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            answer = admitter.bad_request(413, too_large, started)
-        else:
-            answer = admitter.admit(body, started)
+    admitter = request.app[ADMITTER]
+    upload = Upload(request.content, request.content_length)
+    try:
+        answer = await _answer(request, upload, admitter, started)
+    finally:
+        # Also after an aborted upload: whatever it held is freed by now or soon.
+        request.app[TRIMMER].after(upload.size)
     response = web.Response(status=answer.status, body=answer.body, content_type=answer.content_type)
-    if answer.status == 413:
+    if answer.status in (408, 413, 415, 503):
         response.force_close()  # the rest of the body is not worth reading
     return response
+
+
+async def _answer(request: web.Request, upload: Upload, admitter: Admitter, started: float) -> Answer:
+    try:
+        check_content_type(request.headers.get(hdrs.CONTENT_TYPE))
+        body = await upload.read(request.app[LIMITS], request.app[SLOTS])
+    except BodyError as err:
+        return admitter.bad_request(err.status, err.message, started)
+    except ConnectionError as err:
+        # The client went away mid-upload: nobody to answer, and no traceback per such client.
+        return admitter.bad_request(400, f"client went away after {upload.received} bytes: {err}", started)
+    return admitter.admit(body, started)
 
 
 def create_health_app(metrics: WebhookMetrics, ready: Callable[[], bool]) -> web.Application:

@@ -12,13 +12,17 @@ RACK_LABEL = "topology.kubernetes.io/rack"
 
 @dataclass(frozen=True, slots=True)
 class PlannerConfig:
-    # Seconds from a gang's `created` after which a gang that is still not admitted times out, when
-    # the gang sets no schedule timeout itself. None: no default timeout.
+    # Seconds from the start of a gang's current wait (`Gang.wait_start`) after which a gang that is
+    # still not admitted times out, when the gang sets no schedule timeout itself. None: none.
     default_schedule_timeout: float | None = None
     # Whole-gang preemption of strictly lower-priority work.
     preemption: bool = True
     # A gang (or pod) whose members have run for less than this is never preempted (anti-thrashing).
-    preemption_min_runtime_seconds: float = 300.0
+    # The controller's --preemption-min-runtime-seconds, with the same default.
+    preemption_min_runtime_seconds: float = 0.0
+    # Room held for a preemptor while its victims terminate is given up after this long (victims
+    # stuck terminating must not hold it forever).
+    hold_expiry_seconds: float = 300.0
     # At most this many victim searches per pass (each costs up to a few hundred ms on a big cluster);
     # gangs beyond it wait for the next pass.
     max_preemption_searches: int = 8

@@ -97,6 +97,19 @@ def waiting_for_members(live: int, min_member: int) -> str:
     return f"{live} of {min_member} members exist"
 
 
+def min_resources_short(short: Sequence[tuple[str, int, int]]) -> str:
+    """(resource, wanted, free): ``minResources needs 8 nvidia.com/gpu free in the cluster, 5 are``."""
+    parts = [
+        f"{format_amount(name, wanted)} {name} free in the cluster, {format_amount(name, free)} are"
+        for name, wanted, free in short
+    ]
+    return "minResources needs " + "; ".join(parts)
+
+
+def never_fits_when_complete(live: int, min_member: int, why: str) -> str:
+    return f"{live} of {min_member} members exist, and all {min_member} could never run together: {why}"
+
+
 def foreign_gates(gates: Sequence[str]) -> str:
     return f"members carry scheduling gates of other systems: {', '.join(gates)}"
 
@@ -207,4 +220,53 @@ def invalid_creatable(creatable: int, min_member: int) -> str:
     return (
         f"minMember is {min_member} but the workload can only ever create {creatable} "
         f"{'member' if creatable == 1 else 'members'}"
+    )
+
+
+# ---- queues ------------------------------------------------------------------------------------
+
+
+def queue_not_found(name: str) -> str:
+    return f"queue {name} does not exist"
+
+
+def queue_parent_missing(name: str, parent: str) -> str:
+    return f"queue {name} has parent {parent}, which does not exist"
+
+
+def queue_loop(name: str) -> str:
+    return f"queue {name} is its own ancestor (its parents form a loop)"
+
+
+def queue_not_leaf(name: str, children: Sequence[str]) -> str:
+    return f"queue {name} has child queues ({', '.join(children)}); gangs go to a queue without children"
+
+
+def queue_limit(queue: str, leaf: str, resource: str, used: int, limit: int, need: int) -> str:
+    """``queue team-a is at its limit: 8 of 8 nvidia.com/gpu; the gang needs 2``."""
+    whose = f"queue {queue}" if queue == leaf else f"queue {queue} (parent of {leaf})"
+
+    def amount(value: int) -> str:
+        return format_amount(resource, value)
+
+    if used >= limit:
+        head = f"{whose} is at its limit: {amount(used)} of {amount(limit)} {resource}"
+    else:
+        head = f"{whose} would exceed its limit: {amount(used)} of {amount(limit)} {resource} in use"
+    return f"{head}; the gang needs {amount(need)}"
+
+
+def reclaiming(
+    parts: Demand, victims: Sequence[tuple[str, str, int]], nodes: Sequence[str], limit: int
+) -> str:
+    """victims: (name, queue, pods)."""
+    listed = ", ".join(
+        f"{name} ({_plural(pods, 'pod')}, queue {queue})" for name, queue, pods in victims[:limit]
+    )
+    if len(victims) > limit:
+        listed += f", … (+{len(victims) - limit} more)"
+    pods = sum(v[2] for v in victims)
+    return (
+        f"reclaiming {_plural(pods, 'pod')} from queues above their fair share: {listed}; "
+        f"to place {demand(parts)} on {node_list(nodes, limit)}"
     )

@@ -167,10 +167,33 @@ class Gang:
     # unmodelled members): pod uid -> node, copied from `Admit.booked`. Lets the core keep counting
     # their room until they bind; without it an unpinned, unbound admitted member books nothing.
     booked: Mapping[str, str] = field(default_factory=dict)
+    # PodGroup spec.minResources (as Coscheduling): the gang starts only when this much is free in
+    # the cluster, summed over the nodes that take pods.
+    min_resources: Resources = field(default_factory=dict)
 
     @property
     def wait_start(self) -> float:
         return self.created if self.waiting_since is None else self.waiting_since
+
+
+@dataclass(frozen=True, slots=True)
+class QueueResource:
+    """One resource of a queue: quota (guaranteed), limit (never exceeded; None: unlimited) and the
+    weight by which it shares capacity beyond the quotas."""
+
+    quota: int = 0
+    limit: int | None = None
+    over_quota_weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A queue of the hierarchy (see core/queues.py). A resource it does not name has no quota, no
+    limit and weight 1."""
+
+    name: str
+    parent: str | None = None
+    resources: Mapping[str, QueueResource] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +209,8 @@ class Snapshot:
     opted_in_namespaces: frozenset[str] = frozenset()
     # PodDisruptionBudget "namespace/name" -> status.disruptionsAllowed.
     disruptions_allowed: Mapping[str, int] = field(default_factory=dict)
+    # Queues by name. Empty: no queue semantics at all (every gang is ordered as without queues).
+    queues: Mapping[str, Queue] = field(default_factory=dict)
 
 
 # ---- the plan -------------------------------------------------------------------------------
@@ -205,6 +230,8 @@ class Reason(StrEnum):
     PREEMPTING = "Preempting"
     SCHEDULING_TIMEOUT = "SchedulingTimeout"
     INVALID_SPEC = "InvalidSpec"
+    QUEUE_NOT_FOUND = "QueueNotFound"  # names a queue that does not exist (or is not a leaf)
+    QUEUE_LIMIT = "QueueLimit"  # its queue, or an ancestor, would go beyond its limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,14 +277,29 @@ class Preempt:
     # Room held for the preemptor until the victims are gone: pod uid -> node.
     placement: Mapping[str, str | None]
     message: str
+    # Reclaim: the queues whose borrowed room is taken back (empty for priority preemption).
+    reclaimed_from: tuple[str, ...] = ()
 
 
 Decision: TypeAlias = Admit | Wait | Reject | Preempt
 
 
 @dataclass(frozen=True, slots=True)
+class QueueReport:
+    """A queue after the pass: resource name -> amount, subtree included (ancestors sum children)."""
+
+    allocated: Mapping[str, int]
+    requested: Mapping[str, int]  # allocated plus what waiting gangs ask for
+    fair_share: Mapping[str, float]
+    admitted_gangs: int
+    waiting_gangs: int
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     decisions: tuple[Decision, ...]  # at most one per gang, in planning order
+    # Per queue, its usage and fair share as this pass saw them (empty without queues).
+    queues: Mapping[str, QueueReport] = field(default_factory=dict)
     # gang -> its decision, built on first use (for_gang is O(1), not a scan per call)
     _by_gang: dict[GangKey, Decision] = field(default_factory=dict, init=False, repr=False, compare=False)
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controller.core import messages as msg
+from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
 from controller.core.model import (
     Admit,
@@ -43,6 +44,7 @@ from controller.core.model import (
     Plan,
     Pod,
     Preempt,
+    QueueReport,
     Reason,
     Reject,
     Snapshot,
@@ -61,6 +63,7 @@ from controller.core.placement import (
     sort_items,
 )
 from controller.core.preemption import Candidate, Preemption
+from controller.core.queues import add, total_requests
 from controller.core.reservation import ever_fits, largest_single_fit, reserve
 from controller.core.shapes import Shape
 from controller.core.state import PassState, is_live
@@ -100,6 +103,8 @@ class PlanningPass:
         self._shortfalls: dict[tuple[tuple[tuple[int, int], ...], int], str] = {}
         self._never: dict[tuple[tuple[int, int], ...], str | None] = {}
         self._unblocked: dict[tuple[tuple[tuple[int, int], ...], int], bool] = {}
+        self._requests: dict[int, dict[str, int]] = {}  # candidate id -> its request (queues)
+        self._reclaims = 0  # reclaim attempts in this pass (at most max_preemption_searches)
 
     # ---- driver ------------------------------------------------------------------------------
 
@@ -126,7 +131,15 @@ class PlanningPass:
             decision = self._gang(gang)
             if decision is not None:
                 decisions.append(decision)
-        return Plan(tuple(decisions))
+        return Plan(tuple(decisions), self._queue_report(decisions))
+
+    def _queue_report(self, decisions: list[Decision]) -> dict[str, QueueReport]:
+        book = self.st.queues
+        if book is None:
+            return {}
+        admitted = {d.gang for d in decisions if isinstance(d, Admit)} | book.holding
+        waiting = {d.gang for d in decisions if isinstance(d, Wait | Preempt)} - admitted
+        return book.report(admitted, waiting)
 
     def decide(self, gang: Gang) -> Decision | None:
         self.st.book_held_before(gang)
@@ -325,17 +338,19 @@ class PlanningPass:
         if invalid is not None:
             return Reject(gang.key, Reason.INVALID_SPEC, invalid)
         timed_out = self._timed_out(gang)
+        book = self.st.queues
+        blocked = book.blocked(gang) if book is not None else None
+        if blocked is not None:
+            return self._wait(gang, blocked[0], blocked[1], timed_out)
         live = [m for m in gang.members if is_live(m)]
         if len(live) < gang.min_member:
-            return self._wait(
-                gang,
-                Reason.WAITING_FOR_MEMBERS,
-                msg.waiting_for_members(len(live), gang.min_member),
-                timed_out,
-            )
+            return self._incomplete(gang, live, timed_out)
         gates = sorted({g for m in live for g in m.foreign_gates})
         if gates:
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
+        short = self._min_resources_short(gang)
+        if short:
+            return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, msg.min_resources_short(short), timed_out)
         pending = sorted((m for m in live if m.gated and m.uid not in gang.admitted), key=member_order)
         # Members already handed to the scheduler without our gate (created before the namespace
         # opted in) count toward minMember but hold no room yet: the proof must include them.
@@ -353,15 +368,49 @@ class PlanningPass:
             return self._grow(gang)
         allowed = len(pending) if gang.max_member is None else max(required_n, gang.max_member - others)
         required, extra = pending[:required_n], pending[required_n:allowed]
+        queue = book.queue(gang.key) if book is not None else None
+        if book is not None and queue is not None:
+            request = total_requests([*loose, *required])
+            over = book.over_limit(queue, request)
+            if over is not None:
+                return self._wait(gang, Reason.QUEUE_LIMIT, over, timed_out)
+            extra = book.within_limit(queue, request, extra)
         nodes = self._try_place([*loose, *required], extra)
         if nodes is not None:
             self.st.drop_held(gang.key)
             admitted = [p for p in pending if p.uid in nodes]
+            if book is not None and queue is not None:
+                book.book(queue, total_requests([*loose, *admitted]))
             text = msg.admitted(
                 self._counts(admitted, nodes), gang.placement == Placement.PINNED, self.cfg.message_nodes
             )
             return self._admit_decision(gang, admitted, nodes, text)
         return self._cannot_fit(gang, [*loose, *required], timed_out)
+
+    def _incomplete(self, gang: Gang, live: Sequence[Pod], timed_out: bool) -> Wait:
+        """Fewer members than minMember exist. If the whole gang, its missing members shaped like
+        the first ones, could never run on this cluster, waiting for them is not the news."""
+        if live:
+            # In member order, not snapshot order: the same gang must give the same answer.
+            items = self._items(self._groups(sorted(live, key=member_order)))
+            shape, count = items[0]
+            never = self._never_fits([(shape, count + gang.min_member - len(live)), *items[1:]])
+            if never is not None:
+                text = msg.never_fits_when_complete(len(live), gang.min_member, never)
+                return self._wait(gang, Reason.UNSCHEDULABLE, text, timed_out)
+        text = msg.waiting_for_members(len(live), gang.min_member)
+        return self._wait(gang, Reason.WAITING_FOR_MEMBERS, text, timed_out)
+
+    def _min_resources_short(self, gang: Gang) -> list[tuple[str, int, int]]:
+        """(resource, wanted, free) of each minResources entry the cluster lacks right now."""
+        short = []
+        index = self.st.resources.index
+        for name, wanted in sorted(gang.min_resources.items()):
+            i = index.get(name)
+            free = self.cap.sums[i] if i is not None else 0
+            if free < wanted:
+                short.append((name, wanted, free))
+        return short
 
     def _cannot_fit(self, gang: Gang, required: Sequence[Pod], timed_out: bool) -> Decision:
         groups = self._groups(required)
@@ -415,15 +464,73 @@ class PlanningPass:
         nodes = {index[n] for n in gang.held.values() if n is not None and n in index}
         return sum(self.st.terminating.get(i, 0) for i in sorted(nodes))
 
+    def _candidate_request(self, cand: Candidate) -> dict[str, int]:
+        found = self._requests.get(id(cand))
+        if found is not None:
+            return found
+        names = self.st.resources.names
+        out: dict[str, int] = {}
+        for _, vec in cand.bookings:
+            for r, a in vec:
+                if r:  # not "pods"
+                    out[names[r]] = out.get(names[r], 0) + a
+        self._requests[id(cand)] = out
+        return out
+
     def _preempt(self, gang: Gang, groups: Groups, items: list[tuple[Shape, int]]) -> Preempt | None:
+        """Priority preemption (inside the gang's queue, if it has one), else reclaim."""
         if not self.cfg.preemption or gang.preemption_policy == "Never":
             return None
+        book = self.st.queues
+        queue = book.queue(gang.key) if book is not None else None
+        found = None
         lowest = self.st.min_running_priority
-        if lowest is None or gang.priority <= lowest:
-            return None
-        if self.preemption.searches >= self.cfg.max_preemption_searches:
-            return None
-        found = self.preemption.search(gang, items, signature(items))
+        if (
+            lowest is not None
+            and gang.priority > lowest
+            and self.preemption.searches < self.cfg.max_preemption_searches
+        ):
+            if book is None or queue is None:
+                found = self.preemption.search(gang, items, signature(items))
+            else:
+
+                def lower(cand: Candidate) -> bool:
+                    return cand.priority < gang.priority
+
+                found = self.preemption.search(
+                    gang, items, signature(items), lower, scope=f"queue:{queue}", queues=(queue,)
+                )
+        reclaim = False
+        if (
+            found is None
+            and book is not None
+            and queue is not None
+            and self.preemption.searches < self.cfg.max_preemption_searches
+            and self._reclaims < self.cfg.max_preemption_searches
+        ):
+            request = total_requests(p for _, ps in groups.values() for p in ps)
+            gpu = self.cfg.gpu_resource
+            victim_filter = book.reclaim_filter(queue) if book.may_reclaim(queue, request) else None
+            if (
+                victim_filter is not None
+                and victim_filter.queues
+                and request.get(gpu, 0) <= self.cap.sums[GPU] + victim_filter.room(gpu)
+            ):
+                accepts = victim_filter.accepts
+
+                def reclaimable(cand: Candidate) -> bool:
+                    return accepts(cand.queue, self._candidate_request(cand))
+
+                self._reclaims += 1  # every attempt counts: each may scan all candidates
+                found = self.preemption.search(
+                    gang,
+                    items,
+                    signature(items),
+                    reclaimable,
+                    scope=f"reclaim:{queue}",
+                    queues=victim_filter.queues,
+                )
+                reclaim = found is not None
         if found is None:
             return None
         victims, result = found
@@ -445,11 +552,28 @@ class PlanningPass:
             merged.setdefault((cand.namespace, cand.label), []).append(cand)
         out_victims = []
         described = []
+        from_queues: dict[str, None] = {}
         for (namespace, label), cands in sorted(merged.items()):
             uids = tuple(sorted(uid for c in cands for uid in c.uids))
             out_victims.append(Victim(cands[0].gang, uids, namespace))
             described.append((label, cands[0].priority, len(uids)))
+            if book is not None:
+                victim_queue = book.queue(cands[0].gang)
+                if victim_queue is not None:
+                    from_queues[victim_queue] = None
+                    for cand in cands:
+                        book.book(victim_queue, self._candidate_request(cand), -1)
         used_nodes = sorted({names[i] for i in nodes.values()})
+        if book is not None and queue is not None:
+            book.book(queue, total_requests(pods))  # the room held for it counts as its own
+        if reclaim:
+            assert book is not None
+            labelled = [
+                (label, book.queue(c[0].gang) or "", len({u for x in c for u in x.uids}))
+                for (_, label), c in sorted(merged.items())
+            ]
+            text = msg.reclaiming(self._parts(items), labelled, used_nodes, self.cfg.message_nodes)
+            return Preempt(gang.key, tuple(out_victims), placement, text, tuple(sorted(from_queues)))
         text = msg.preempting(self._parts(items), described, used_nodes, self.cfg.message_nodes)
         return Preempt(gang.key, tuple(out_victims), placement, text)
 
@@ -469,6 +593,12 @@ class PlanningPass:
         if allowed == 0:
             return None
         pods = pending[:allowed]
+        book = self.st.queues
+        queue = book.queue(gang.key) if book is not None else None
+        if book is not None and queue is not None:
+            pods = book.within_limit(queue, {}, pods)  # a queue's limit binds growth too
+            if not pods:
+                return None
         groups = self._groups(pods)
         items = self._items(groups)
         nodes = self._assign(groups, items, place_extra(self.cap, items, None))
@@ -477,10 +607,28 @@ class PlanningPass:
             # admitted" to the shell); the members stay gated until room appears.
             return None
         admitted = [p for p in pods if p.uid in nodes]
+        if book is not None and queue is not None:
+            book.book(queue, total_requests(admitted))
         text = msg.grown(self._counts(admitted, nodes), len(pods) - len(admitted), self.cfg.message_nodes)
         return self._admit_decision(gang, admitted, nodes, text)
 
     # ---- parent groups ------------------------------------------------------------------------
+
+    def _family_over_limit(self, ready: Sequence[tuple[Gang, list[Pod], list[Pod]]]) -> str | None:
+        """Why the children's minimums together would break a queue's limit, or None."""
+        book = self.st.queues
+        if book is None:
+            return None
+        per_queue: dict[str, dict[str, int]] = {}
+        for child, required, _ in ready:
+            queue = book.queue(child.key)
+            if queue is not None:
+                add(per_queue.setdefault(queue, {}), total_requests(required))
+        for queue, request in sorted(per_queue.items()):
+            over = book.over_limit(queue, request)
+            if over is not None:
+                return over
+        return None
 
     def _family(self, parent: str, children: list[Gang]) -> list[Decision]:
         if any(self._is_admitted(child) for child in children):
@@ -528,12 +676,23 @@ class PlanningPass:
             return decisions
         for child, reason, text in unready:
             decisions.append(self._wait(child, reason, text, self._timed_out(child)))
+        over = self._family_over_limit(ready)
+        if over is not None:
+            decisions.extend(
+                self._wait(child, Reason.QUEUE_LIMIT, msg.family_waits(parent, over), self._timed_out(child))
+                for child, _, _ in ready
+            )
+            return decisions
         required = [p for _, req, _ in ready for p in req]
         extra = [p for _, _, ext in ready for p in ext]
         nodes = self._try_place(required, extra)
         if nodes is not None:
+            book = self.st.queues
             for child, req, ext in ready:
                 pods = [p for p in (*req, *ext) if p.uid in nodes]
+                queue = book.queue(child.key) if book is not None else None
+                if book is not None and queue is not None:
+                    book.book(queue, total_requests(pods))
                 text = msg.family_admitted(
                     parent,
                     msg.admitted(

@@ -24,6 +24,8 @@ the capacity as it found it.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from controller.core.capacity import GPU, Capacity, Vector
@@ -47,6 +49,7 @@ class Candidate:
     elastic: bool
     budgets: tuple[tuple[str, int], ...]  # PodDisruptionBudget -> pods of this candidate it covers
     partner: Candidate | None = None  # the other half of a gang split into elastic slice + rest
+    queue: str | None = None  # the gang's queue (Gang.queue)
     taken: bool = False  # already a victim of an earlier preemptor in this pass
     sort_key: tuple[object, ...] = field(default=())
 
@@ -64,7 +67,11 @@ class Preemption:
         self.state = state
         self.searches = 0
         self._candidates: list[Candidate] | None = None
-        self._failed: dict[tuple[tuple[int, int], ...], int] = {}  # demand -> highest priority that failed
+        self._by_queue: dict[str, list[Candidate]] = {}
+        self._gang_candidates: dict[GangKey, list[Candidate]] = {}
+        self._queue_gangs: dict[str, list[Gang]] | None = None
+        # (scope, demand) -> highest priority that failed
+        self._failed: dict[tuple[str, tuple[tuple[int, int], ...]], int] = {}
 
     # ---- candidates --------------------------------------------------------------------------
 
@@ -77,12 +84,16 @@ class Preemption:
 
     def _candidate(self, gang: Gang | None, pods: list[Pod], priority: int, elastic: bool) -> Candidate:
         booked = self.state.booked
+        # Released in uid order: the order room comes back in decides ties between equal nodes,
+        # and it must not depend on the order the snapshot listed the members in.
+        pods = sorted(pods, key=lambda p: p.uid)
         bookings = tuple(booked[p.uid] for p in pods)
         gpus = sum(a for _, vec in bookings for r, a in vec if r == GPU)
         youngest = max((p.started if p.started is not None else p.created) for p in pods)
         first = pods[0]
         label = str(gang.key) if gang is not None else f"{first.namespace}/{first.name}"
         cand = Candidate(
+            queue=gang.queue if gang is not None else None,
             gang=gang.key if gang is not None else None,
             namespace=first.namespace,
             label=label,
@@ -97,28 +108,39 @@ class Preemption:
         cand.sort_key = (0 if elastic else 1, priority, gpus, -youngest, label, cand.uids)
         return cand
 
+    def _of_gang(self, gang: Gang) -> list[Candidate]:
+        """The gang's candidates (built once per pass: every list shares them, and their ``taken``)."""
+        found = self._gang_candidates.get(gang.key)
+        if found is not None:
+            return found
+        st = self.state
+        out: list[Candidate] = []
+        self._gang_candidates[gang.key] = out
+        pods = [m for m in gang.members if is_live(m) and m.uid in st.booked]
+        if not pods or not any(m.bound for m in pods):
+            return out
+        if not gang.preemptible or not all(m.preemptible for m in pods) or not self._old_enough(pods):
+            return out
+        extra = len(pods) - max(gang.min_member, 1)
+        if extra > 0:
+            by_age = sorted(
+                pods, key=lambda p: (p.started if p.started is not None else p.created, p.name, p.uid)
+            )
+            rest = self._candidate(gang, by_age[:-extra], gang.priority, elastic=False)
+            piece = self._candidate(gang, by_age[-extra:], gang.priority, elastic=True)
+            rest.partner, piece.partner = piece, rest
+            out.extend((piece, rest))
+        else:
+            out.append(self._candidate(gang, pods, gang.priority, elastic=False))
+        return out
+
     def candidates(self) -> list[Candidate]:
         if self._candidates is not None:
             return self._candidates
         st = self.state
         out: list[Candidate] = []
         for gang in st.gangs:
-            pods = [m for m in gang.members if is_live(m) and m.uid in st.booked]
-            if not pods or not any(m.bound for m in pods):
-                continue
-            if not gang.preemptible or not all(m.preemptible for m in pods) or not self._old_enough(pods):
-                continue
-            extra = len(pods) - max(gang.min_member, 1)
-            if extra > 0:
-                by_age = sorted(
-                    pods, key=lambda p: (p.started if p.started is not None else p.created, p.name, p.uid)
-                )
-                rest = self._candidate(gang, by_age[:-extra], gang.priority, elastic=False)
-                piece = self._candidate(gang, by_age[-extra:], gang.priority, elastic=True)
-                rest.partner, piece.partner = piece, rest
-                out.extend((piece, rest))
-            else:
-                out.append(self._candidate(gang, pods, gang.priority, elastic=False))
+            out.extend(self._of_gang(gang))
         opted_in = st.snapshot.opted_in_namespaces
         seen: set[str] = set()
         for pod in st.snapshot.pods:
@@ -137,15 +159,44 @@ class Preemption:
         self._candidates = out
         return out
 
+    def _of_queues(self, queues: Collection[str]) -> Iterable[Candidate]:
+        """Candidates of gangs of these queues only, in cost order (built per queue, on demand)."""
+        if self._queue_gangs is None:
+            self._queue_gangs = {}
+            for gang in self.state.gangs:
+                if gang.queue is not None:
+                    self._queue_gangs.setdefault(gang.queue, []).append(gang)
+        lists = []
+        for q in sorted(queues):
+            found = self._by_queue.get(q)
+            if found is None:
+                found = [c for gang in self._queue_gangs.get(q, ()) for c in self._of_gang(gang)]
+                found.sort(key=lambda c: c.sort_key)
+                self._by_queue[q] = found
+            if found:
+                lists.append(found)
+        return lists[0] if len(lists) == 1 else heapq.merge(*lists, key=lambda c: c.sort_key)
+
     # ---- search --------------------------------------------------------------------------------
 
     def search(
-        self, gang: Gang, items: Items, signature: tuple[tuple[int, int], ...]
+        self,
+        gang: Gang,
+        items: Items,
+        signature: tuple[tuple[int, int], ...],
+        eligible: Callable[[Candidate], bool] | None = None,
+        scope: str = "",
+        queues: Collection[str] | None = None,
     ) -> tuple[list[Candidate], list[Assignment]] | None:
-        """Victims and the placement they make possible, or None. Leaves the capacity unchanged."""
+        """Victims and the placement they make possible, or None. Leaves the capacity unchanged.
+
+        ``eligible`` (queues) replaces the "strictly lower priority" test; it is asked in cost order,
+        once per candidate that passes every other test. ``scope`` keeps its failures apart.
+        ``queues``: only candidates of these queues (checked first, it is cheap)."""
         st = self.state
         cap = st.capacity
-        failed = self._failed.get(signature)
+        memo_key = (scope, signature)
+        failed = self._failed.get(memo_key)
         if failed is not None and gang.priority <= failed:
             return None
         usable = bytearray(len(cap.free))
@@ -158,8 +209,10 @@ class Preemption:
         spent: dict[str, int] = {}
         cands: list[Candidate] = []
         accepted: set[int] = set()
-        for cand in self.candidates():
-            if cand.taken or cand.priority >= gang.priority:
+        for cand in self.candidates() if queues is None else self._of_queues(queues):
+            if cand.taken or (eligible is None and cand.priority >= gang.priority):
+                continue
+            if queues is not None and cand.queue not in queues:
                 continue
             partner = cand.partner
             if cand.elastic:
@@ -173,18 +226,20 @@ class Preemption:
                     continue  # never evict a gang's core without its elastic members
             if any(spent.get(b, 0) + n > allowed.get(b, 0) for b, n in cand.budgets):
                 continue
+            if eligible is not None and not eligible(cand):
+                continue
             for b, n in cand.budgets:
                 spent[b] = spent.get(b, 0) + n
             accepted.add(id(cand))
             cands.append(cand)
         need_gpus = sum(shape.gpu * n for shape, n in items)
         if not cands or need_gpus > cap.sums[GPU] + sum(c.gpus for c in cands):
-            self._failed[signature] = max(gang.priority, failed if failed is not None else gang.priority)
+            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
             return None
         self.searches += 1
         found = self._search(cap, items, cands, need_gpus)
         if found is None:
-            self._failed[signature] = max(gang.priority, failed if failed is not None else gang.priority)
+            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
         return found
 
     def _search(

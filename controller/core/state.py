@@ -22,6 +22,7 @@ from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
 from controller.core.ordering import gang_order, ordered
 from controller.core.placement import FitMemo
+from controller.core.queues import QueueBook
 from controller.core.shapes import ShapeBook
 
 
@@ -84,6 +85,19 @@ class PassState:
         self.min_running_priority: int | None = None
         free = [list(row) for row in self.alloc]
         self._count_usage(free)
+        # Queues (if any) re-rank queued gangs by fairness; a gang without a queue keeps its place.
+        self.queues: QueueBook | None = None
+        if snapshot.queues:
+            room = [0] * width
+            for i, row in enumerate(free):
+                if self.eligibility.candidate[i]:
+                    for r, amount in enumerate(row):
+                        if amount > 0:
+                            room[r] += amount
+            free_room = {name: room[r] for r, name in enumerate(self.resources.names)}
+            self.queues = QueueBook(snapshot.queues, self.gangs, free_room, config.gpu_resource)
+            self.gangs = self.queues.order(self.gangs)
+            self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
         domains = []
         for label in (config.rack_label, config.zone_label):
             per_node = [node.labels.get(label) for node in self.nodes]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHES = ("bench_core", "bench_memory", "bench_webhook", "bench_trace", "bench_cluster")
+BENCHES = ("bench_core", "bench_whatif", "bench_memory", "bench_webhook", "bench_trace", "bench_cluster")
 
 
 def main(argv: list[str] | None = None) -> int:

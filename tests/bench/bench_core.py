@@ -14,6 +14,9 @@ from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 
    (victim searches are measured on their own below).
 2. ``gang_256``: one decision for a 256-pod gang (1 GPU per pod) on the same cluster; also the same
    gang of 8-GPU pods, which does not fit (the failure path, with its message).
+1b. ``pass_10k_queues``: the same pass with every gang (running and pending) in one of 40 teams
+   of a 3-level tree of 50 queues (2 divisions × 4 departments × 5 teams), GPU quotas summing to
+   the cluster, every fourth team limited to twice its quota.
 3. ``victim_search``: one higher-priority gang of 16 pods × 8 GPUs that fits only by preemption
    (every running pod lower priority, minimum runtime 0): plan() total and the victim search alone.
 
@@ -39,7 +42,19 @@ from typing import Any
 import pytest
 
 from controller.core import PlannerConfig, plan
-from controller.core.model import Admit, Gang, GangKey, Node, OwnerRef, Pod, Snapshot, Taint, Toleration
+from controller.core.model import (
+    Admit,
+    Gang,
+    GangKey,
+    Node,
+    OwnerRef,
+    Pod,
+    Queue,
+    QueueResource,
+    Snapshot,
+    Taint,
+    Toleration,
+)
 from controller.core.placement import signature
 from controller.core.planner import PlanningPass
 from controller.core.preemption import Preemption
@@ -51,7 +66,7 @@ TRACE = ROOT.parent / "shared" / "data" / "traces" / "philly.csv"
 GPU = "nvidia.com/gpu"
 NOW = 1_700_000_000.0
 GIB = 2**30
-TARGETS = {"pass_10k": 1.0, "gang_256": 0.010, "victim_search": 2.0}
+TARGETS = {"pass_10k": 1.0, "pass_10k_queues": 1.0, "gang_256": 0.010, "victim_search": 2.0}
 
 TOLERATE_GPU = (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),)
 TOLERATE_ALL = (Toleration("", "Exists", "", ""),)
@@ -221,6 +236,28 @@ def snapshot_of(nodes: list[Node], pods: list[Pod], gangs: list[Gang]) -> Snapsh
     )
 
 
+def queue_tree(total_gpus: int) -> dict[str, Queue]:
+    """2 divisions × 4 departments × 5 teams (50 queues); quotas split evenly down the tree."""
+    queues: dict[str, Queue] = {}
+    team_quota = total_gpus // 40
+    for d in range(2):
+        div = f"div-{d}"
+        queues[div] = Queue(div, None, {GPU: QueueResource(team_quota * 20)})
+        for p in range(4):
+            dept = f"{div}-dept-{p}"
+            queues[dept] = Queue(dept, div, {GPU: QueueResource(team_quota * 5, None, 1 + p)})
+            for t in range(5):
+                team = f"{dept}-team-{t}"
+                limit = 2 * team_quota if t % 4 == 0 else None
+                queues[team] = Queue(team, dept, {GPU: QueueResource(team_quota, limit)})
+    return queues
+
+
+def with_queues(gangs: list[Gang], queues: dict[str, Queue]) -> list[Gang]:
+    teams = sorted(name for name in queues if "-team-" in name)
+    return [replace(g, queue=teams[i % len(teams)]) for i, g in enumerate(gangs)]
+
+
 def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], object]:
     times = []
     result: object = None
@@ -266,6 +303,17 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
         key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
         by_reason[key] = by_reason.get(key, 0) + 1
     results["scenarios"]["pass_10k"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
+
+    # 1b. the same pass with queues
+    queues = queue_tree(8 * len(nodes))
+    queued = snapshot_of(nodes, pods, with_queues(running + pending, queues))
+    queued = replace(queued, queues=queues)
+    times, result = timed(lambda: plan(queued, config), runs)
+    by_reason = {}
+    for d in result.decisions:  # type: ignore[attr-defined]
+        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
+        by_reason[key] = by_reason.get(key, 0) + 1
+    results["scenarios"]["pass_10k_queues"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
 
     # 2. one 256-pod gang
     def big(name: str, per_pod: int) -> Gang:

@@ -2,7 +2,7 @@
 
 Run: ``python -m tests.bench.bench_trace`` (or ``pytest -m bench tests/bench/bench_trace.py``).
 
-Replays the jobs submitted on 2017-10-03 (UTC) with ``controller.simulation`` -- the real core for
+Replays the jobs submitted on 2017-10-03 (UTC) with ``tests.simulation`` -- the real core for
 ``phalanx`` -- and writes ``out/bench/trace.json`` (the simulation's JSON plus wall time and
 simulated jobs/s per policy) and ``out/bench/trace.png``, then prints the table. Without the trace
 (``../shared/data/traces/philly.csv``) it replays a seeded synthetic mix instead. Under a minute.
@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from controller.core.config import PlannerConfig
-from controller.simulation import ClusterSpec, compare, load_trace, synthetic
-from controller.simulation.compare import DEFAULT_POLICIES
-from controller.simulation.trace import Workload
+from tests.simulation import ClusterSpec, compare, load_trace, synthetic
+from tests.simulation.compare import DEFAULT_POLICIES
+from tests.simulation.trace import Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "bench" / "trace"
@@ -40,7 +40,9 @@ def run(start: str = "2017-10-03", days: float = 1.0, nodes: int = 16) -> dict[s
     spec = ClusterSpec(nodes=nodes, gpus_per_node=8)
     w = workload(start, days, spec)
     started = time.perf_counter()
-    comparison = compare(w, spec, DEFAULT_POLICIES, PlannerConfig(), name="bench-trace")
+    # The published replay's preemption minimum runtime (the controller's own default is 0).
+    config = PlannerConfig(preemption_min_runtime_seconds=300.0)
+    comparison = compare(w, spec, DEFAULT_POLICIES, config, name="bench-trace")
     wall = time.perf_counter() - started
     json_path, png_path = comparison.write(OUT)
     doc: dict[str, Any] = json.loads(json_path.read_text())

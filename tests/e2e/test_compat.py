@@ -8,6 +8,7 @@ capacity arithmetic is exact in a shared cluster.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,20 @@ def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def apply_manifest(cluster: LocalCluster, namespace: str, name: str, pool: NodePool) -> str:
+def apply_manifest(
+    cluster: LocalCluster,
+    namespace: str,
+    name: str,
+    pool: NodePool,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+) -> str:
     docs = []
     for doc in yaml.safe_load_all((COMPAT / name).read_text()):
         if doc:
             docs.extend(doc["items"] if doc.get("kind") == "List" else [doc])
     for doc in docs:
+        if edit is not None:
+            edit(doc)
         for spec in _pod_specs(doc):
             spec["nodeSelector"] = pool.selector
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
@@ -82,7 +91,17 @@ def test_coscheduling_pytorch_statefulset(cluster: LocalCluster, gang_namespace:
 
 def test_current_scheduler_plugins_group(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
     pool.add(1, gpus=8)
-    apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool)
+
+    def four(doc: dict[str, Any]) -> None:  # unlike the Job's 3: only the PodGroup says 4
+        if doc["kind"] == "PodGroup":
+            doc["spec"]["minMember"] = 4
+
+    apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool, edit=four)
+    eventually(lambda: len(group_pods(cluster, gang_namespace, "train")) == 3, 30, what="the Job's 3 pods")
+    stays(lambda: n_bound(cluster, gang_namespace, "train") == 0, 2.0, what="3 of the group's 4 wait")
+    waiting = podgroup(cluster, gang_namespace, "train", group="scheduling.x-k8s.io")["status"]
+    assert waiting["message"] == "3 of 4 members exist", waiting
+    apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool)  # back to 3
     eventually(lambda: n_bound(cluster, gang_namespace, "train") == 3, 30, what="3 members bound")
     status = eventually(
         lambda: (

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodePool
-from tests.e2e.kube import apply, bound, events, gated, podgroup, pods
+from tests.e2e.kube import apply, events, gated, podgroup, pods
 from tests.e2e.test_controller import count_bound, members, pooled_job
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
@@ -72,7 +72,7 @@ def test_preemption_policy_never_evicts_nothing(
 def test_protected_victims_are_never_evicted(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str], protection: str
 ) -> None:
-    pool.add(1, gpus=8)
+    pool.add(2, gpus=8)
     low = prioritised(pooled_job("guarded", 8, pool), classes["low"])
     if protection == "marker":
         low["metadata"]["annotations"]["phalanx.io/preemptible"] = "false"
@@ -102,19 +102,24 @@ def test_protected_victims_are_never_evicted(
             30,
             what="PDB sees 8 healthy pods",
         )
+    # A gang just like it but unprotected fills the other node: the positive control. Preemption
+    # works here, and it takes the unprotected gang, never the protected one.
+    apply(cluster, gang_namespace, prioritised(pooled_job("open", 8, pool), classes["low"]))
+    eventually(lambda: count_bound(cluster, gang_namespace, "open") == 8, 30, what="open gang running")
     apply(cluster, gang_namespace, prioritised(pooled_job("urgent", 4, pool), classes["high"]))
-    stays(
-        lambda: (
-            count_bound(cluster, gang_namespace, "guarded") == 8
-            and not any(
-                p["metadata"].get("deletionTimestamp")
-                for p in pods(cluster, gang_namespace, "job-name=guarded")
-            )
-        ),
-        5.0,
-        what="protected gang untouched",
+
+    def guarded_untouched() -> bool:
+        return count_bound(cluster, gang_namespace, "guarded") == 8 and not any(
+            p["metadata"].get("deletionTimestamp") for p in pods(cluster, gang_namespace, "job-name=guarded")
+        )
+
+    eventually(
+        lambda: guarded_untouched() and count_bound(cluster, gang_namespace, "urgent") == 4,
+        40,
+        what="the urgent gang runs in the unprotected gang's room",
     )
-    assert count_bound(cluster, gang_namespace, "urgent") == 0
+    assert "Preempted" in {e["reason"] for e in events(cluster, gang_namespace, "open")}
+    stays(guarded_untouched, 3.0, what="protected gang untouched")
 
 
 def test_stream_of_small_gangs_does_not_starve_a_big_one(
@@ -138,9 +143,18 @@ def test_stream_of_small_gangs_does_not_starve_a_big_one(
             time.sleep(0.7)
         waited = time.monotonic() - started
         assert waited < 60
-        reasons = {e["reason"] for e in events(cluster, gang_namespace, "big")}
-        assert "Admitted" in reasons
+        big_events = events(cluster, gang_namespace, "big")
+        assert "Admitted" in {e["reason"] for e in big_events}
+        # It got there through a reservation, and a small gang that would have fitted was held back
+        # by it (without reservations the stream keeps the 16 GPUs from ever being free together).
+        assert any(e["reason"] == "Waiting" and "reserved" in e["message"] for e in big_events)
+        held_back = [
+            e
+            for k in range(i)
+            for e in events(cluster, gang_namespace, f"small-{k}")
+            if e["reason"] == "Waiting" and "reserved for starving gang" in e["message"]
+        ]
+        assert held_back, "no small gang was ever held back by the reservation"
     finally:
         phalanx.stop_controller()
         phalanx.start_controller()
-    assert not any(bound(p) and gated(p) for p in pods(cluster, gang_namespace))

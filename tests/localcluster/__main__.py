@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 
+from tests.localcluster import realnode
 from tests.localcluster.binaries import ensure_binaries
-from tests.localcluster.cluster import ClusterConfig, LocalCluster
+from tests.localcluster.cluster import ClusterConfig, LocalCluster, pki_dir
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.operators import stop_leftover_operators
 from tests.localcluster.phalanx import stop_leftovers
@@ -21,25 +22,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--cpu-nodes", type=int, default=2)
     parser.add_argument("--scheduler-qps", type=int, default=50)
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also run a real node (kubelet, containerd, kube-proxy); needs root, see README",
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         print(ensure_binaries())
         return 0
+    workdir = ClusterConfig().workdir
     fleet = FleetSpec(gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node, cpu_nodes=args.cpu_nodes)
     cluster = LocalCluster(
         ClusterConfig(
             name=args.name,
+            workdir=workdir,
             fleet=fleet,
             scheduler_qps=args.scheduler_qps,
             scheduler_burst=2 * args.scheduler_qps,
+            extra_options=realnode.cluster_options() if args.real_node else {},
+            extra_component_patches=(
+                realnode.cluster_patches(pki_dir(workdir, args.name)) if args.real_node else []
+            ),
         )
     )
+    node = realnode.RealNode(cluster)
     if args.command == "up":
         cluster.up()
+        if args.real_node:
+            node.up()
         print(f"export KUBECONFIG={cluster.kubeconfig}")
     elif args.command == "down":
         stop_leftovers(cluster.config.workdir)
         stop_leftover_operators(cluster.config.workdir)
+        if node.pid_dir.is_dir():
+            node.down()
         cluster.down()
     else:
         json.dump(cluster.status(), sys.stdout, indent=2)

@@ -17,9 +17,11 @@ REQUIRED = (
     "kwok",
     "kwokctl",
 )
+# The opt-in real node (build-binaries.sh --node).
+NODE_REQUIRED = ("kubelet", "kube-proxy", "phalanx-pause")
 
 
-def ensure_binaries(quiet: bool = False) -> Path:
+def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
     """Run the idempotent build script and return the directory holding every binary.
 
     Warm, the script only checks the cache (well under a second); cold, it streams its progress
@@ -30,7 +32,7 @@ def ensure_binaries(quiet: bool = False) -> Path:
         bin_dir = Path(override)
     else:
         result = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)],
+            ["bash", str(BUILD_SCRIPT), *(["--node"] if node else [])],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL if quiet else sys.stderr,
             text=True,
@@ -39,7 +41,8 @@ def ensure_binaries(quiet: bool = False) -> Path:
         if result.returncode != 0:
             raise RuntimeError(f"building the control-plane binaries failed (exit {result.returncode})")
         bin_dir = Path(result.stdout.strip().splitlines()[-1])
-    missing = [name for name in REQUIRED if not (bin_dir / name).is_file()]
+    required = REQUIRED + (NODE_REQUIRED if node else ())
+    missing = [name for name in required if not (bin_dir / name).is_file()]
     if missing:
         raise RuntimeError(f"{bin_dir} lacks {', '.join(missing)}; run {BUILD_SCRIPT}")
     return bin_dir

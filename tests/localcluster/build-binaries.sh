@@ -5,6 +5,7 @@
 #
 #   tests/localcluster/build-binaries.sh            # build what is missing, print the bin dir
 #   PHALANX_CACHE=/somewhere tests/localcluster/build-binaries.sh
+#   tests/localcluster/build-binaries.sh --node     # also kubelet and kube-proxy (a real node)
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-v1.35.4}"
@@ -55,6 +56,15 @@ make_module() {
   } >"$dir/go.mod"
 }
 
+# Stamp the version so /version and the kubelet's node status report it.
+k8s_ldflags() {
+  local minor=${K8S_VERSION#v1.} ldflags="-s -w"; minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags="$ldflags -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "$ldflags"
+}
+
 build_kubernetes() {
   have kube-apiserver kube-controller-manager kube-scheduler kubectl && { say "kubernetes $K8S_VERSION: cached"; return; }
   check_proxy
@@ -81,11 +91,7 @@ import (
 GO
   say "kubernetes $K8S_VERSION: resolving modules (first run downloads ~300 MB from the proxy)"
   (cd "$work" && go mod tidy -e >/dev/null 2>"$work/tidy.log") || { tail -n 20 "$work/tidy.log" >&2; die "go mod tidy failed for kubernetes"; }
-  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-  local ldflags="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags="$ldflags -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  done
+  local ldflags; ldflags=$(k8s_ldflags)
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     [ -x "$BIN/$cmd" ] && { say "  $cmd: cached"; continue; }
     say "  building $cmd (cold: 5-15 minutes each on 2 cores, later ones reuse the compiled packages)"
@@ -94,6 +100,64 @@ GO
     mv "$BIN/$cmd.tmp" "$BIN/$cmd"
     say "  $cmd: done"
   done
+}
+
+# kubelet and kube-proxy for the opt-in real node (tests/localcluster/realnode.py), from the same
+# module versions as the control plane, so the compiled packages are shared with it.
+build_node() {
+  have kubelet kube-proxy && { say "kubelet/kube-proxy $K8S_VERSION: cached"; return; }
+  local control_plane="$CACHE/work/kubernetes-$K8S_VERSION" work="$CACHE/work/kubernetes-$K8S_VERSION-node"
+  [ -f "$control_plane/go.sum" ] || die "the kubernetes build module is missing; run without --node first"
+  # A copy of the control plane's resolved module: same versions, its own directory, so this
+  # never rewrites the go.mod a control-plane build is using.
+  rm -rf "$work"; mkdir -p "$work"
+  cp "$control_plane/go.mod" "$control_plane/go.sum" "$work/"
+  cat >"$work/node-tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
+GO
+  say "kubelet/kube-proxy $K8S_VERSION: resolving modules"
+  (cd "$work" && go mod tidy -e >/dev/null 2>"$work/tidy-node.log") || { tail -n 20 "$work/tidy-node.log" >&2; die "go mod tidy failed for kubelet"; }
+  local ldflags; ldflags=$(k8s_ldflags)
+  for cmd in kubelet kube-proxy; do
+    [ -x "$BIN/$cmd" ] && continue
+    say "  building $cmd"
+    (cd "$work" && go build -trimpath -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd") \
+      || die "go build of $cmd failed"
+    mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+    say "  $cmd: done"
+  done
+}
+
+# The pod sandbox ("pause") container's process: sleeps until told to stop. No registry serves
+# registry.k8s.io/pause here, so the real node's containerd runs this one (static, CGO off).
+build_pause() {
+  have phalanx-pause && return
+  local work="$CACHE/work/pause"
+  rm -rf "$work"; mkdir -p "$work"
+  printf 'module phalanx.local/pause\n\ngo 1.25.0\n' >"$work/go.mod"
+  cat >"$work/main.go" <<'GO'
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	<-stop
+}
+GO
+  (cd "$work" && go build -trimpath -ldflags "-s -w" -o "$BIN/phalanx-pause" .) || die "go build of the pause binary failed"
 }
 
 build_etcd() {
@@ -148,5 +212,6 @@ start=$(date +%s)
 build_kwok
 build_etcd
 build_kubernetes
+if [ "${1:-}" = "--node" ]; then build_node; build_pause; fi
 say "all binaries ready in $BIN ($(( $(date +%s) - start ))s)"
 echo "$BIN"

@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.localcluster import procs
 from tests.localcluster.binaries import ensure_binaries
-from tests.localcluster.fleet import FleetSpec, node_manifests
+from tests.localcluster.fleet import KWOK_NODE_ANNOTATION, FleetSpec, node_manifests
 from tests.localcluster.stages import stage_documents
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +29,11 @@ def _log(message: str) -> None:
     print(f"[localcluster {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def pki_dir(workdir: Path, name: str) -> Path:
+    """Where kwokctl keeps a cluster's CA and admin certificate."""
+    return workdir / "kwok" / "clusters" / name / "pki"
+
+
 @dataclass
 class ClusterConfig:
     name: str = "phalanx"
@@ -39,7 +44,13 @@ class ClusterConfig:
     fleet: FleetSpec = field(default_factory=FleetSpec)
     scheduler_qps: int = 50  # kube-scheduler's own default; raise for throughput benchmarks
     scheduler_burst: int = 100
+    # The Job controller's client rate (kube-controller-manager's --kube-api-qps); None: its default.
+    controller_manager_qps: int | None = None
     ready_timeout: float = 120.0
+    # kwokctl componentsPatches added by callers (the real node moves the apiserver's advertise
+    # address and certificate SANs so pods can reach it).
+    extra_component_patches: list[dict[str, Any]] = field(default_factory=list)
+    extra_options: dict[str, Any] = field(default_factory=dict)
 
 
 class LocalCluster:
@@ -140,24 +151,49 @@ class LocalCluster:
             "kubeFeatureGates": FEATURE_GATES,
             "kubeRuntimeConfig": RUNTIME_CONFIG,
             "nodeLeaseDurationSeconds": 40,
+            **self.config.extra_options,
         }
+        patches: list[dict[str, Any]] = [
+            {
+                "name": "kube-scheduler",
+                "extraArgs": [
+                    {"key": "kube-api-qps", "value": str(self.config.scheduler_qps)},
+                    {"key": "kube-api-burst", "value": str(self.config.scheduler_burst)},
+                ],
+            },
+            {
+                "name": "etcd",
+                "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
+            },
+            {
+                # kwokctl's binary runtime lets kwok manage every node; a real kubelet's node
+                # (tests/localcluster/realnode.py) must not get faked pod statuses.
+                "name": "kwok-controller",
+                "extraArgs": [
+                    {"key": "manage-all-nodes", "value": "false", "override": True},
+                    {
+                        "key": "manage-nodes-with-annotation-selector",
+                        "value": f"{KWOK_NODE_ANNOTATION}=fake",
+                    },
+                ],
+            },
+        ]
+        if self.config.controller_manager_qps:
+            qps = self.config.controller_manager_qps
+            patches.append(
+                {
+                    "name": "kube-controller-manager",
+                    "extraArgs": [
+                        {"key": "kube-api-qps", "value": str(qps)},
+                        {"key": "kube-api-burst", "value": str(2 * qps)},
+                    ],
+                }
+            )
         config = {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
             "options": options,
-            "componentsPatches": [
-                {
-                    "name": "kube-scheduler",
-                    "extraArgs": [
-                        {"key": "kube-api-qps", "value": str(self.config.scheduler_qps)},
-                        {"key": "kube-api-burst", "value": str(self.config.scheduler_burst)},
-                    ],
-                },
-                {
-                    "name": "etcd",
-                    "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
-                },
-            ],
+            "componentsPatches": [*patches, *self.config.extra_component_patches],
         }
         docs = [json.dumps(config), *stage_documents(b)]
         return "\n---\n".join(docs)

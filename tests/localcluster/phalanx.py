@@ -204,6 +204,8 @@ class Phalanx:
             "PHALANX_CONTROLLER_HEALTH_BIND_ADDRESS": "127.0.0.1",
             "PHALANX_CONTROLLER_HEALTH_PORT": str(health_port),
             "PHALANX_CONTROLLER_NAMESPACE": NAMESPACE,
+            # One name per replica, kept across restarts, as a pod's name is.
+            "PHALANX_CONTROLLER_IDENTITY": log_name,
         }
         process = self._spawn(log_name, [sys.executable, "-m", "controller"], env)
         self._wait_http(f"http://127.0.0.1:{health_port}/readyz", f"{log_name} ready", process)

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import jsonpatch  # type: ignore[import-untyped]
+import jsonpointer  # type: ignore[import-untyped]
+
 from controller.kube import JSON, ApiError, PatchType
 from controller.resources import EVENTS, LEASES, PODS, PRIORITY_CLASSES, ResourceType
 
@@ -99,53 +102,13 @@ def strategic_merge(target: Any, patch: Any) -> Any:
     return out
 
 
-def _pointer(path: str) -> list[str]:
-    if not path.startswith("/"):
-        raise ApiError(422, "Invalid", f"bad JSON pointer {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _index(container: Any, token: str, adding: bool = False) -> Any:
-    if isinstance(container, list):
-        if adding and token == "-":
-            return len(container)
-        i = int(token)
-        if not 0 <= i <= len(container) - (0 if adding else 1):
-            raise IndexError(token)
-        return i
-    if not isinstance(container, dict) or (not adding and token not in container):
-        raise KeyError(token)
-    return token
-
-
 def json_patch(doc: Any, ops: list[Mapping[str, Any]]) -> Any:
-    """RFC 6902 JSON patch: add, remove, replace, test."""
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        tokens = _pointer(str(op["path"]))
-        try:
-            parent = doc
-            for token in tokens[:-1]:
-                parent = parent[_index(parent, token)]
-            last, kind = tokens[-1], op["op"]
-            if kind == "test":
-                if parent[_index(parent, last)] != op["value"]:
-                    raise ApiError(422, "Invalid", f"test failed at {op['path']}")
-            elif kind == "remove":
-                del parent[_index(parent, last)]
-            elif kind == "replace":
-                parent[_index(parent, last)] = copy.deepcopy(op["value"])
-            elif kind == "add":
-                at = _index(parent, last, adding=True)
-                if isinstance(parent, list):
-                    parent.insert(at, copy.deepcopy(op["value"]))
-                else:
-                    parent[at] = copy.deepcopy(op["value"])
-            else:
-                raise ApiError(422, "Invalid", f"unsupported op {kind!r}")
-        except (KeyError, IndexError, ValueError, TypeError) as err:
-            raise ApiError(422, "Invalid", f"{op['op']} {op['path']}: {err!r}") from None
-    return doc
+    """RFC 6902 JSON patch, applied by an independent implementation (the ``jsonpatch`` library),
+    failing as the API server does (422) when an operation does not apply."""
+    try:
+        return jsonpatch.apply_patch(doc, [dict(op) for op in ops], in_place=False)
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as err:
+        raise ApiError(422, "Invalid", f"json patch does not apply: {err}") from None
 
 
 # ---- the fake --------------------------------------------------------------------------------------
@@ -323,13 +286,13 @@ class FakeKube:
     ) -> tuple[list[JSON], str]:
         self._check("list", rt, None)
         items = [o for o in self.items(rt) if namespace in (None, o["metadata"].get("namespace"))]
-        if label_selector:  # equality selectors only: "k=v,k2=v2"
-            wanted = dict(part.split("=", 1) for part in label_selector.split(","))
-            items = [
-                o
-                for o in items
-                if all((o["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
-            ]
+        if label_selector:  # equality and existence only: "k=v,k2"
+            wanted = [part.split("=", 1) for part in label_selector.split(",")]
+
+            def selected(labels: Mapping[str, str]) -> bool:
+                return all(labels.get(w[0]) == w[1] if len(w) == 2 else w[0] in labels for w in wanted)
+
+            items = [o for o in items if selected(o["metadata"].get("labels") or {})]
         return items, str(self._rv)
 
     async def watch(

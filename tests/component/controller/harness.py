@@ -21,6 +21,7 @@ from controller.events import EventRecorder
 from controller.executor import Executor
 from controller.kube import JSON
 from controller.metrics import ControllerMetrics
+from controller.queue_feed import queue_sinks
 from controller.reconciler import REPLAN, Reconciler
 from controller.resources import ResourceType
 from controller.store import Store, sinks_for
@@ -31,7 +32,16 @@ from tests.component.controller.fake_kube import FakeKube, Write
 NS = "team"
 KEY = GangKey(NS, "g")
 T0 = 1_700_000_000.0
-ALL_TYPES = (r.NODES, r.NAMESPACES, r.PODS, r.PRIORITY_CLASSES, r.PDBS, r.WORKLOADS, *r.PODGROUP_TYPES)
+ALL_TYPES = (
+    r.NODES,
+    r.NAMESPACES,
+    r.PODS,
+    r.PRIORITY_CLASSES,
+    r.PDBS,
+    r.WORKLOADS,
+    *r.PODGROUP_TYPES,
+    *r.QUEUE_TYPES,
+)
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
 
 
@@ -149,6 +159,7 @@ class Harness:
         bind_timeout: float = 60.0,
         planner: PlannerConfig | None = None,
         timeout_action: str = "report",
+        degraded_timeout: float = 300.0,
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
@@ -168,8 +179,10 @@ class Harness:
             self.clock,
             bind_timeout=bind_timeout,
             timeout_action=timeout_action,
+            degraded_timeout=degraded_timeout,
         )
         self.sinks = sinks_for(self.store, r.PODGROUP_TYPES)
+        self.sinks.update(queue_sinks(self.store, r.QUEUE_TYPES, self.sinks[str(r.NAMESPACES)]))
         self._cursor: dict[ResourceType, int] = dict.fromkeys(ALL_TYPES, 0)
 
     def cluster(self, nodes: int = 2, gpus: int = 4, opted_in: bool = True) -> None:

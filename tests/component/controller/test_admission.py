@@ -106,7 +106,7 @@ async def test_growing_before_the_informer_caught_up_keeps_the_earlier_admission
     record = admission_record.decode(pg["metadata"]["annotations"])
     assert record is not None
     assert set(record.placement) == first | {late["metadata"]["uid"]}
-    assumed = h.store.assumed.get(KEY)
+    assumed = h.store.assumed_admission(KEY)
     assert assumed is None or set(assumed.placement) >= first
 
 
@@ -284,7 +284,7 @@ async def test_a_failed_admission_record_lifts_no_gate_and_frees_the_room(h: Har
 
     assert await h.step() == {KEY}
     assert h.kube.writes_to(r.PODS) == []
-    assert KEY not in h.store.assumed
+    assert h.store.assumed_admission(KEY) is None
 
     await h.step()
     assert all(not gates_of(h.pod(f"g-{i}")) for i in range(5))

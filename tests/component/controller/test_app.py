@@ -109,6 +109,8 @@ async def test_the_controller_admits_gangs_end_to_end(controller: tuple[FakeKube
         r.PDBS,
         r.PODGROUPS,
         r.PODGROUPS_X_K8S,
+        r.QUEUES,
+        r.QUEUES_KAI,
     }
 
     kube.seed(r.PODS, *gang(5, "a"))

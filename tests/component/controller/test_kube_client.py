@@ -63,3 +63,25 @@ async def test_no_answer_at_all_is_an_api_error_too() -> None:
         assert not caught.value.not_found
     finally:
         await kube.close()
+
+
+async def test_requests_make_no_per_request_environment_lookups(apiserver: str) -> None:
+    kube = kube_at(apiserver)
+    try:
+        # aiohttp would otherwise read ~/.netrc and the proxy variables in a thread per request.
+        assert not kube._api.rest_client.pool_manager.trust_env
+    finally:
+        await kube.close()
+
+
+async def test_the_proxy_environment_is_honoured_once_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    proxied = kube_at("https://api.example:6443")
+    bypassed = kube_at("https://internal.example:6443")
+    try:
+        assert proxied._api.rest_client.proxy == "http://proxy.example:3128"
+        assert bypassed._api.rest_client.proxy is None
+    finally:
+        await proxied.close()
+        await bypassed.close()

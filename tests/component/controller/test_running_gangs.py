@@ -40,6 +40,68 @@ async def test_a_running_gang_that_loses_a_member_is_not_rolled_back(h: Harness)
     assert "RolledBack" not in h.event_reasons()
 
 
+def degraded_condition(h: Harness) -> dict[str, str] | None:
+    pg = h.pg()
+    assert pg is not None
+    return next((c for c in pg["status"]["conditions"] if c["type"] == "Degraded"), None)
+
+
+async def test_a_running_gang_below_min_member_says_degraded_and_is_requeued_whole_after_the_timeout(
+    h: Harness,
+) -> None:
+    await running_for_an_hour(h)
+    h.kube.remove(r.PODS, NS, "g-3")  # evicted by something else; its owner cannot place it back
+    await h.step()
+
+    pg = h.pg()
+    assert pg is not None
+    assert (pg["status"]["phase"], pg["status"]["reason"]) == ("Running", "Degraded")
+    assert pg["status"]["message"].startswith("3 of 4 members running since ")
+    condition = degraded_condition(h)
+    assert condition is not None and condition["status"] == "True"
+    since = condition["lastTransitionTime"]
+
+    h.clock.advance(299)
+    await h.step()
+    assert deleted_pods(h) == []
+    assert degraded_condition(h)["lastTransitionTime"] == since  # type: ignore[index]
+
+    h.clock.advance(2)
+    await h.step()
+    assert sorted(deleted_pods(h)) == [f"g-{i}" for i in range(3)]  # the rest, whole
+    [event] = [e for e in h.kube.events() if e["reason"] == "RolledBack"]
+    assert "ran with 3 of 4 members for 300s" in event["message"]
+
+
+async def test_a_degraded_gang_made_whole_again_is_left_running(h: Harness) -> None:
+    await running_for_an_hour(h)
+    h.kube.remove(r.PODS, NS, "g-3")
+    await h.step()
+    assert degraded_condition(h)["status"] == "True"  # type: ignore[index]
+
+    h.kube.seed(r.PODS, pod("g-3", min_member=4, owner=STS))  # its owner recreated it
+    await h.step()
+    bind(h.kube, "g-3", "node-1", phase="Running")
+    h.clock.advance(400)
+    await h.step()
+
+    assert deleted_pods(h) == []
+    assert degraded_condition(h)["status"] == "False"  # type: ignore[index]
+    assert h.pg()["status"]["reason"] == "Admitted"  # type: ignore[index]
+
+
+async def test_the_degraded_timeout_can_be_turned_off() -> None:
+    h = Harness(degraded_timeout=0)
+    h.cluster()
+    await running_for_an_hour(h)
+    h.kube.remove(r.PODS, NS, "g-3")
+    await h.step()
+    h.clock.advance(3600)
+    await h.step()
+    assert deleted_pods(h) == []
+    assert h.pg()["status"]["reason"] == "Degraded"  # type: ignore[index]
+
+
 async def test_a_replacement_gets_its_own_bind_timeout(h: Harness) -> None:
     await running_for_an_hour(h)
     h.kube.remove(r.PODS, NS, "g-3")

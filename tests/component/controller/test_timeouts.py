@@ -5,8 +5,10 @@ from __future__ import annotations
 from controller import resources as r
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
+from controller.executor import REQUEUED_LABEL
 from shared import constants as c
 from tests.component.controller.harness import (
+    JOB,
     NS,
     Harness,
     bind,
@@ -17,11 +19,13 @@ from tests.component.controller.harness import (
 )
 
 TIMEOUT = {c.SCHEDULE_TIMEOUT_ANNOTATION: "30"}
+# An owner that recreates deleted pods (Jobs are suspended instead, see the Job tests below).
+STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "train", "uid": "sts-uid"}
 
 
-async def admitted_then_partly_bound(h: Harness) -> dict[str, str]:
-    """5 members (4 owned by a Job, 1 bare) admitted; the scheduler binds only 2 of them."""
-    h.kube.seed(r.PODS, *gang(4, min_member=5), pod("g-4", owner=None))
+async def admitted_then_partly_bound(h: Harness, owner: dict[str, str] = STS) -> dict[str, str]:
+    """5 members (4 owned by a workload, 1 bare) admitted; the scheduler binds only 2 of them."""
+    h.kube.seed(r.PODS, *gang(4, min_member=5, owner=owner), pod("g-4", owner=None))
     await h.step()
     assert all(not gates_of(h.pod(f"g-{i}")) for i in range(5))
     bind(h.kube, "g-0", "node-0")
@@ -48,7 +52,7 @@ async def test_bind_timeout_deletes_owned_members_by_uid_and_spares_bare_pods(h:
     [event] = [e for e in h.kube.events() if e["reason"] == "RolledBack"]
     assert event["type"] == "Warning"
     assert "only 2 of 5 admitted members bound within 60s" in event["message"]
-    assert "deleted 4 owned members" in event["message"]
+    assert "deleted 4 other owned members" in event["message"]
     assert "left as they are: g-4" in event["message"]
     assert h.metrics.rollbacks._value.get() == 1
 
@@ -57,7 +61,7 @@ async def test_rollback_never_deletes_a_newer_pod_of_the_same_name(h: Harness) -
     uids = await admitted_then_partly_bound(h)
     # The Job controller replaced g-2 meanwhile; the controller has not seen it yet.
     h.kube.remove(r.PODS, NS, "g-2")
-    [fresh] = h.kube.seed(r.PODS, pod("g-2"))
+    [fresh] = h.kube.seed(r.PODS, pod("g-2", owner=STS))
     h.clock.advance(61)
 
     await h.reconcile()
@@ -75,7 +79,7 @@ async def test_a_pass_before_the_podgroup_event_arrives_does_not_roll_back_again
     assert len(h.kube.writes_to(r.PODS, "delete")) == 4
 
     # The Job controller recreates its pods, gated; the pod events arrive before the PodGroup's.
-    h.kube.seed(r.PODS, *gang(4, min_member=5))
+    h.kube.seed(r.PODS, *gang(4, min_member=5, owner=STS))
     h.sync(r.PODS)
     mark = h.mark()
     await h.reconcile()
@@ -83,6 +87,61 @@ async def test_a_pass_before_the_podgroup_event_arrives_does_not_roll_back_again
 
     assert [w for w in h.writes_since(mark) if w.verb == "delete"] == []
     assert h.event_reasons().count("RolledBack") == 1
+
+
+def job_object(name: str = "train") -> dict[str, object]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "uid": "job-uid", "labels": {}},
+        "spec": {"parallelism": 4, "backoffLimit": 6},
+        "status": {"active": 4},
+    }
+
+
+async def test_a_rolled_back_jobs_pods_are_released_by_suspending_it_not_deleted() -> None:
+    """Deleting a Job's pods counts them as failed against backoffLimit and arms its backoff;
+    suspending it does neither. The Job is resumed once its pods are gone."""
+    h = Harness()
+    h.cluster()
+    h.kube.seed(r.JOBS, job_object())
+    await admitted_then_partly_bound(h, owner=JOB)
+    h.clock.advance(61)
+    await h.step()
+
+    assert h.kube.writes_to(r.PODS, "delete") == []  # none of the Job's pods; the bare one is spared
+    job = h.kube.obj(r.JOBS, NS, "train")
+    assert job is not None
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"][REQUEUED_LABEL] == "rolled-back"
+    [event] = [e for e in h.kube.events() if e["reason"] == "RolledBack"]
+    assert "suspended 1 Jobs until their pods are gone" in event["message"]
+
+    await h.step()  # its pods are still there: not resumed yet
+    assert h.kube.obj(r.JOBS, NS, "train")["spec"]["suspend"] is True  # type: ignore[index]
+
+    for i in range(4):  # what the Job controller does to a suspended Job's pods
+        h.kube.remove(r.PODS, NS, f"g-{i}")
+    h.kube.mutate(r.JOBS, NS, "train", lambda j: j.update(status={"active": 0}))
+    await h.step()
+    job = h.kube.obj(r.JOBS, NS, "train")
+    assert job is not None
+    assert job["spec"]["suspend"] is False
+    assert REQUEUED_LABEL not in job["metadata"]["labels"]
+
+
+async def test_jobs_suspended_by_an_earlier_version_are_resumed_too() -> None:
+    h = Harness()
+    h.cluster()
+    old = job_object("old")
+    old["metadata"]["labels"] = {"phalanx.io/preempted": "true"}  # type: ignore[index]
+    old["spec"]["suspend"] = True  # type: ignore[index]
+    old["status"] = {"active": 0}
+    h.kube.seed(r.JOBS, old)
+    await h.step()
+    job = h.kube.obj(r.JOBS, NS, "old")
+    assert job is not None
+    assert job["spec"]["suspend"] is False and "phalanx.io/preempted" not in job["metadata"]["labels"]
 
 
 async def test_rollback_clears_the_admitted_time_from_the_status(h: Harness) -> None:

@@ -22,6 +22,7 @@ from webhook.metrics import WebhookMetrics
 from webhook.server import create_app, create_health_app
 
 UID = "0d5e2c1a-7a8b-4c3d-9e0f-123456789abc"
+JSON_HEADERS = {"Content-Type": "application/json"}  # as the API server sends
 
 
 def job_review(uid: str = UID, **spec: Any) -> dict[str, Any]:
@@ -50,7 +51,9 @@ async def apps() -> AsyncIterator[
 ]:
     metrics = WebhookMetrics()
     state = {"ready": False}
-    admission = TestClient(TestServer(create_app(WebhookSettings(max_body_bytes=4096), metrics)))
+    admission = TestClient(
+        TestServer(create_app(WebhookSettings(max_body_bytes=4096), metrics)), headers=JSON_HEADERS
+    )
     health = TestClient(TestServer(create_health_app(metrics, lambda: state["ready"])))
     await admission.start_server()
     await health.start_server()
@@ -220,3 +223,24 @@ def test_any_body_gets_a_review_or_a_4xx(live_url: tuple[str, int], body: bytes)
         assert review["response"]["uid"] == request["uid"]
         assert review["apiVersion"] == orjson.loads(body)["apiVersion"]
         assert review["response"].get("status", {}).get("code") != 500
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+async def test_bodies_that_are_not_json_are_415(apps: Clients, content_type: str) -> None:
+    admission, _, _ = apps
+    body = orjson.dumps(job_review())
+    resp = await admission.post("/mutate", data=body, headers={"Content-Type": content_type})
+    assert resp.status == 415
+    assert "Content-Type must be application/json" in await resp.text()
+    charset = {"Content-Type": "application/json; charset=utf-8"}
+    assert (await admission.post("/mutate", data=body, headers=charset)).status == 200
+
+
+@pytest.mark.parametrize("missing", ["operation", "kind", "object"])
+async def test_reviews_lacking_what_the_api_server_always_sends_are_400(apps: Clients, missing: str) -> None:
+    admission, _, _ = apps
+    review = job_review()
+    del review["request"][missing]
+    resp = await admission.post("/mutate", data=orjson.dumps(review))
+    assert resp.status == 400
+    assert f"request.{missing} must be" in await resp.text()

@@ -22,6 +22,7 @@ from webhook.server import WebhookServer
 
 from .tls_helpers import der, serving_bundle, write_pair
 
+JSON_HEADERS = {"Content-Type": "application/json"}  # as the API server sends
 REVIEW = {
     "apiVersion": "admission.k8s.io/v1",
     "kind": "AdmissionReview",
@@ -78,7 +79,7 @@ async def test_admission_over_tls_and_never_plaintext(server: tuple[WebhookServe
     webhook, bundle = server
     cert = bundle.ca_crt
     port = webhook.admission_port
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(headers=JSON_HEADERS) as session:
         url = f"https://localhost:{port}/mutate"
         async with session.post(url, data=orjson.dumps(REVIEW), ssl=client_context(cert)) as resp:
             assert resp.status == 200
@@ -113,7 +114,7 @@ async def test_new_certificate_is_served_after_reload(
     )
     assert ok is not None and ok >= 2
     # A client that trusts only the new certificate now gets through.
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(headers=JSON_HEADERS) as session:
         url = f"https://localhost:{webhook.admission_port}/mutate"
         async with session.post(url, data=orjson.dumps(REVIEW), ssl=client_context(new.ca_crt)) as resp:
             assert resp.status == 200
@@ -129,7 +130,10 @@ async def test_stop_serves_through_the_delay_then_refuses(tmp_path: Path) -> Non
     reader, writer = await asyncio.open_connection(
         "127.0.0.1", webhook.admission_port, ssl=client_context(cert), server_hostname="localhost"
     )
-    head = f"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len(body)}\r\n\r\n"
+    head = (
+        "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     writer.write(head.encode() + body[:10])
     await writer.drain()
     await asyncio.sleep(0.1)  # the handler is now waiting for the rest of the body
@@ -143,7 +147,7 @@ async def test_stop_serves_through_the_delay_then_refuses(tmp_path: Path) -> Non
     assert status_line.startswith(b"HTTP/1.1 200")
     writer.close()
     # ...and so do new ones, since the API server may not know yet that this pod is leaving.
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(headers=JSON_HEADERS) as session:
         url = f"https://localhost:{webhook.admission_port}/mutate"
         async with session.post(url, data=body, ssl=client_context(cert)) as resp:
             assert resp.status == 200
@@ -157,7 +161,7 @@ async def test_not_ready_until_a_certificate_appears(tmp_path: Path) -> None:
     await webhook.start()
     try:
         assert not webhook.ready()
-        async with aiohttp.ClientSession() as session:
+        async with aiohttp.ClientSession(headers=JSON_HEADERS) as session:
             readyz = f"http://127.0.0.1:{webhook.health_port}/readyz"
             async with session.get(readyz) as resp:
                 assert resp.status == 503
@@ -198,7 +202,7 @@ def test_process_serves_and_exits_0_on_sigterm(tmp_path: Path) -> None:
         assert port, "server did not report its port"
 
         async def call() -> int:
-            async with aiohttp.ClientSession() as session:
+            async with aiohttp.ClientSession(headers=JSON_HEADERS) as session:
                 url = f"https://localhost:{port}/mutate"
                 async with session.post(url, data=orjson.dumps(REVIEW), ssl=client_context(cert)) as resp:
                     return resp.status

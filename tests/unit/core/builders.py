@@ -14,6 +14,8 @@ from controller.core.model import (
     OwnerRef,
     Placement,
     Pod,
+    Queue,
+    QueueResource,
     Requirement,
     Snapshot,
     Taint,
@@ -293,8 +295,17 @@ class GangBuilder:
         self._f["booked"] = dict(placement)
         return self
 
+    def min_resources(self, **amounts: int) -> GangBuilder:
+        """minResources by resource name; ``gpu`` stands for the GPU resource."""
+        self._f["min_resources"] = {("nvidia.com/gpu" if k == "gpu" else k): v for k, v in amounts.items()}
+        return self
+
     def parent(self, name: str) -> GangBuilder:
         self._f["parent"] = name
+        return self
+
+    def queue(self, name: str | None) -> GangBuilder:
+        self._f["queue"] = name
         return self
 
     def held(self, rooms: Mapping[str, str | None]) -> GangBuilder:
@@ -340,6 +351,19 @@ def gang(name: str) -> GangBuilder:
     return GangBuilder(name)
 
 
+def queue(
+    name: str,
+    parent: str | None = None,
+    gpu: tuple[int, int | None, float] | None = None,
+    **resources: tuple[int, int | None, float],
+) -> Queue:
+    """``queue("team-a", "dept", gpu=(quota, limit, weight))``; other resources by keyword."""
+    specs = {k.replace("_", "/"): QueueResource(*v) for k, v in resources.items()}
+    if gpu is not None:
+        specs[GPU] = QueueResource(*gpu)
+    return Queue(name, parent, specs)
+
+
 NodeLike = Node | NodeBuilder
 PodLike = Pod | PodBuilder
 GangLike = Gang | GangBuilder
@@ -352,6 +376,7 @@ def snapshot(
     now: float = NOW,
     opted_in: Iterable[str] = ("ns",),
     budgets: Mapping[str, int] | None = None,
+    queues: Iterable[Queue] = (),
 ) -> Snapshot:
     """A snapshot; gang members are added to ``pods`` as the shell does."""
     built_gangs = tuple(g.build() if isinstance(g, GangBuilder) else g for g in gangs)
@@ -369,4 +394,5 @@ def snapshot(
         now=now,
         opted_in_namespaces=frozenset(opted_in),
         disruptions_allowed=dict(budgets or {}),
+        queues={q.name: q for q in queues},
     )

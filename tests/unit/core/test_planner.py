@@ -60,6 +60,30 @@ def test_waiting_for_members_counts_live_members_only() -> None:
     assert d == Wait(G, Reason.WAITING_FOR_MEMBERS, "2 of 3 members exist")
 
 
+def test_waiting_for_members_that_could_never_run_together_says_so() -> None:
+    # 221 of 10000 exist; 10000 one-GPU pods can never run on 16 GPUs: that is the news, not "221 of".
+    g = gang("g").min(10000).gated_members(221)
+    d = run([node("a").gpus(8), node("b").gpus(8)], [g]).for_gang(G)
+    assert isinstance(d, Wait) and d.reason == Reason.UNSCHEDULABLE
+    assert d.message.startswith("221 of 10000 members exist, and all 10000 could never run together: ")
+    assert "even an empty cluster holds only 16" in d.message
+    # The same gang on a cluster that could hold it just waits for its members.
+    d = run([node(f"n{i}").gpus(8) for i in range(1250)], [g]).for_gang(G)
+    assert d == Wait(G, Reason.WAITING_FOR_MEMBERS, "221 of 10000 members exist")
+
+
+def test_min_resources_hold_a_gang_until_that_much_is_free_in_the_cluster() -> None:
+    busy = pod("busy").gpus(3).on("a")
+    g = gang("g").min(2).min_resources(gpu=8).gated_members(2)
+    # The two members fit (5 GPUs free), but the group asked for 8 free before it starts.
+    d = run([node("a").gpus(8)], [g], pods=[busy]).for_gang(G)
+    assert d == Wait(
+        G, Reason.INSUFFICIENT_CAPACITY, "minResources needs 8 nvidia.com/gpu free in the cluster, 5 are"
+    )
+    d = run([node("a").gpus(8)], [g]).for_gang(G)
+    assert isinstance(d, Admit)
+
+
 def test_foreign_gates_block_admission_and_are_named() -> None:
     members = [pod("a").gpus(1).gated().foreign_gate("kueue.x-k8s.io/admission"), pod("b").gpus(1).gated()]
     d = run([node("n").gpus(8)], [gang("g").min(2).members(*members)]).for_gang(G)

@@ -101,7 +101,9 @@ def test_work_younger_than_the_minimum_runtime_is_never_preempted() -> None:
 
 def test_a_pod_not_yet_started_counts_as_young() -> None:
     g = gang("low").min(1).members(pod("low-0").gpus(8).on("a").started(None))
-    assert isinstance(run([node("a").gpus(8)], [high(), g]).for_gang(H), Wait)
+    assert isinstance(
+        run([node("a").gpus(8)], [high(), g], preemption_min_runtime_seconds=300).for_gang(H), Wait
+    )
 
 
 def test_disruption_budgets_are_respected() -> None:

@@ -16,7 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy"
-IMAGE = "ghcr.io/phalanx-sched/phalanx"
+IMAGE = "localhost/phalanx"
 NAMESPACE = "phalanx-system"
 Obj = dict[str, Any]
 

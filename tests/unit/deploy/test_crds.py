@@ -187,3 +187,30 @@ def test_schemas_are_structural() -> None:
 
     for path in (PRIMARY, X_K8S, KAI):
         walk(_schema(path), path.name)
+
+
+QUEUE = DEPLOY / "components/crds/queues.scheduling.phalanx.io.yaml"
+KAI_QUEUE = DEPLOY / "components/kai-compat/queues.scheduling.run.ai.yaml"
+
+
+@pytest.mark.parametrize("path", [QUEUE, KAI_QUEUE])
+def test_queue_crds_are_cluster_scoped_with_status_and_columns(path: Path) -> None:
+    crd = _crd(path)
+    assert crd["spec"]["scope"] == "Cluster" and crd["spec"]["names"]["kind"] == "Queue"
+    version = _version(path)
+    assert version["subresources"] == {"status": {}}
+    assert [c["name"] for c in version["additionalPrinterColumns"]] == [
+        "Parent",
+        "GPUs (used/fair/quota)",
+        "Admitted",
+        "Waiting",
+        "Age",
+    ]
+    status = _schema(path)["properties"]["status"]["properties"]
+    assert {"allocated", "requested", "fairShare", "admittedGangs", "waitingGangs"} <= set(status)
+
+
+def test_kai_queue_has_kais_resource_fields() -> None:
+    resources = _schema(KAI_QUEUE)["properties"]["spec"]["properties"]["resources"]["properties"]
+    assert set(resources) == {"gpu", "cpu", "memory"}
+    assert set(resources["gpu"]["properties"]) == {"quota", "limit", "overQuotaWeight"}

@@ -46,6 +46,8 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
         "ClusterRole",
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }
     for obj in built[overlay]:
         if obj["kind"] not in cluster_scoped:
@@ -55,7 +57,16 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
 
 @pytest.mark.parametrize(
     "component",
-    ["crds", "crds-x-k8s", "kai-compat", "workloads", "internal-certs", "cert-manager", "servicemonitor"],
+    [
+        "crds",
+        "crds-x-k8s",
+        "kai-compat",
+        "workloads",
+        "internal-certs",
+        "cert-manager",
+        "servicemonitor",
+        "network-policy",
+    ],
 )
 def test_every_component_builds_on_base_and_workloads(tmp_path: Path, component: str) -> None:
     components = ["components/workloads"] + ([] if component == "workloads" else [f"components/{component}"])
@@ -148,6 +159,8 @@ def test_local_has_no_workloads_and_points_webhooks_at_localhost(built: dict[str
         "podgroups.scheduling.sigs.k8s.io",
         "podgroups.scheduling.x-k8s.io",
         "podgroups.scheduling.run.ai",
+        "queues.scheduling.phalanx.io",
+        "queues.scheduling.run.ai",
     }
     # The e2e controller runs with its own ServiceAccount's token: its RBAC must be here.
     assert can(objects, "phalanx-controller", "patch", "pods")
@@ -220,12 +233,7 @@ def test_servicemonitor_scrapes_both_processes(tmp_path: Path) -> None:
 
 
 def test_image_is_overridable_with_kustomize_images(tmp_path: Path) -> None:
-    extra = (
-        "images:\n"
-        "  - name: ghcr.io/phalanx-sched/phalanx\n"
-        "    newName: registry.example/phalanx\n"
-        "    newTag: v9\n"
-    )
+    extra = "images:\n  - name: localhost/phalanx\n    newName: registry.example/phalanx\n    newTag: v9\n"
     objects = kustomize(
         write_overlay(tmp_path, ["base"], ["components/workloads", "components/internal-certs"], extra)
     )

@@ -63,6 +63,8 @@ CONTROLLER_NEEDS = [
         (g, "podgroups/status", "patch")
         for g in ("scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.run.ai")
     ],
+    *[(g, "queues", "get list watch") for g in ("scheduling.phalanx.io", "scheduling.run.ai")],
+    *[(g, "queues/status", "patch") for g in ("scheduling.phalanx.io", "scheduling.run.ai")],
 ]
 
 
@@ -77,7 +79,9 @@ def test_the_controller_cannot_do_more_than_it_needs() -> None:
     assert not can(OBJECTS, sa, "update", "pods")  # gates are lifted by patch only
     assert not can(OBJECTS, sa, "create", "pods")
     assert not can(OBJECTS, sa, "delete", "jobs", "batch")
-    assert not can(OBJECTS, sa, "delete", "podgroups", "scheduling.sigs.k8s.io")
+    # It deletes PodGroups only to retire its own; an admission policy confines it to those.
+    assert not can(OBJECTS, sa, "patch", "queues", "scheduling.phalanx.io")  # queues are the admins'
+    assert not can(OBJECTS, sa, "create", "queues", "scheduling.run.ai")
     assert not can(OBJECTS, sa, "patch", "nodes")
     assert not can(OBJECTS, sa, "get", "configmaps", namespace=NAMESPACE)
     # Nothing it does not call: every write is a patch, and it reads no other workload kind.

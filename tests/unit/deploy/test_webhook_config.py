@@ -48,7 +48,17 @@ def test_webhook_is_create_only_fail_closed_and_opt_in(name: str) -> None:
     }
     assert operations == ({("statefulsets", "UPDATE")} if name == "workloads.phalanx.io" else set())
     assert all("CREATE" in rule["operations"] for rule in hook["rules"])
-    assert hook["namespaceSelector"] == {"matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE}}
+    assert hook["namespaceSelector"] == {
+        "matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE},
+        # By name too: a label on kube-system or phalanx-system must not gate their pods.
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "phalanx-system"],
+            }
+        ],
+    }
     assert hook["objectSelector"] == {
         "matchExpressions": [{"key": constants.SKIP, "operator": "NotIn", "values": ["true"]}]
     }

@@ -72,7 +72,8 @@ def test_controller_deployment() -> None:
     assert controller["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert controller["readinessProbe"]["httpGet"]["path"] == "/readyz"
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in controller["env"]}
-    assert env == {"PHALANX_CONTROLLER_NAMESPACE": "metadata.namespace"}  # the Lease's namespace
+    # The Lease's namespace, and the replica's name in it (kept across container restarts).
+    assert env == {"PHALANX_CONTROLLER_NAMESPACE": "metadata.namespace", "POD_NAME": "metadata.name"}
 
 
 def test_service_routes_443_to_the_webhook_https_port() -> None:

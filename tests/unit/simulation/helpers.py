@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.simulation.trace import Job, Workload
+from tests.simulation.trace import Job, Workload
 
 
 def jobs(*specs: tuple[float, float, int] | tuple[float, float, int, int]) -> tuple[Job, ...]:

@@ -11,7 +11,7 @@ FORBIDDEN = ("asyncio", "aiohttp", "kubernetes_asyncio", "controller.app", "cont
 def test_the_simulation_imports_no_async_shell() -> None:
     code = (
         "import sys\n"
-        "import controller.simulation, controller.simulation.__main__\n"
+        "import tests.simulation, tests.simulation.__main__\n"
         f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.core.config import PlannerConfig
-from controller.simulation import ClusterSpec, Comparison, compare, gang_shape, synthetic
-from controller.simulation.engine import Engine
-from controller.simulation.metrics import EPS
-from controller.simulation.policies import PhalanxPolicy
+from tests.simulation import ClusterSpec, Comparison, compare, gang_shape, synthetic
+from tests.simulation.engine import Engine
+from tests.simulation.metrics import EPS
+from tests.simulation.policies import PhalanxPolicy
 
 ALL = ("phalanx", "greedy-per-pod", "summed-quota", "fifo-no-backfill", "sjf-oracle")
 ALL_OR_NOTHING = ("phalanx", "fifo-no-backfill", "sjf-oracle")

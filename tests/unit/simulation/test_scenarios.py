@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from controller.core.config import PlannerConfig
-from controller.simulation import ClusterSpec, Comparison, compare
-from controller.simulation.engine import Run
+from tests.simulation import ClusterSpec, Comparison, compare
+from tests.simulation.engine import Run
 
 from .helpers import jobs, workload
 
@@ -102,7 +102,8 @@ def test_preemption_waits_for_the_minimum_runtime() -> None:
     # changes in the cluster at t=300, the engine wakes up for it.
     spec = ClusterSpec(nodes=1, gpus_per_node=4, rack_size=0)
     w = workload(jobs((0.0, 1000.0, 4, 0), (100.0, 100.0, 4, 100)))
-    c = compare(w, spec, ("phalanx",), PlannerConfig(starvation_age_seconds=None))
+    config = PlannerConfig(starvation_age_seconds=None, preemption_min_runtime_seconds=300.0)
+    c = compare(w, spec, ("phalanx",), config)
     runs = by_id(c, "phalanx")
     assert runs["j0"].restarts == 1
     assert runs["j1"].started == 301.0

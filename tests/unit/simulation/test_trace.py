@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.simulation.trace import gang_shape, load_trace, synthetic
+from tests.simulation.trace import gang_shape, load_trace, synthetic
 
 CSV = """timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-04 00:00:10,100.0,8,800.0,aaa

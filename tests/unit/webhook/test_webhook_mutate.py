@@ -238,6 +238,12 @@ def test_workload_annotations_are_copied_to_templates() -> None:
     assert "4 pods" in mutation.warnings[0]
 
 
+@pytest.mark.parametrize("link", c.QUEUE_LINK_LABELS)
+def test_a_workloads_queue_label_reaches_its_pods(link: str) -> None:
+    _, out = run(job().label(link, "team-a"))
+    assert annotations_of(template_of(out))[c.QUEUE_LABEL] == "team-a"
+
+
 def test_template_annotation_wins_over_the_workloads() -> None:
     builder = job().annotation(c.MIN_MEMBER_ANNOTATION, "4").template_annotation(c.MIN_MEMBER_ANNOTATION, "2")
     _, out = run(builder)

@@ -18,6 +18,12 @@ from webhook.review import ReviewError, encode_response, parse_review
 from .builders import job, pod, request, review
 
 
+def _without(key: str) -> dict[str, Any]:
+    """A complete AdmissionRequest lacking ``key``."""
+    full = request(pod())
+    return {k: v for k, v in full.items() if k != key}
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -30,6 +36,18 @@ from .builders import job, pod, request, review
         (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1"}', "no request"),
         (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {}}', "uid"),
         (b'{"kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1", "request": {"uid": 7}}', "uid"),
+        *(
+            (orjson.dumps(review(_without(key))), message)
+            for key, message in (
+                ("operation", "request.operation must be"),
+                ("kind", "request.kind must be"),
+                ("object", "request.object must be"),
+            )
+        ),
+        (orjson.dumps(review({**_without("object"), "operation": "PATCH"})), "request.operation must be"),
+        (orjson.dumps(review({**_without("kind"), "kind": "Pod"})), "request.kind must be"),
+        (orjson.dumps(review({**_without("object"), "object": None})), "request.object must be"),
+        (orjson.dumps(review({**_without("object"), "operation": "DELETE"})), "request.oldObject must be"),
     ],
 )
 def test_parse_refuses_what_is_not_a_review(body: bytes, message: str) -> None:
@@ -38,7 +56,11 @@ def test_parse_refuses_what_is_not_a_review(body: bytes, message: str) -> None:
 
 
 def test_parse_accepts_v1beta1_and_echoes_it() -> None:
-    body = {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "u"}}
+    body = {
+        "apiVersion": "admission.k8s.io/v1beta1",
+        "kind": "AdmissionReview",
+        "request": request(pod(), uid="u"),
+    }
     parsed = parse_review(orjson.dumps(body))
     answer = orjson.loads(encode_response(parsed))
     assert answer == {
@@ -49,7 +71,7 @@ def test_parse_accepts_v1beta1_and_echoes_it() -> None:
 
 
 def test_encode_patch_warnings_and_status() -> None:
-    parsed = parse_review(orjson.dumps(review({"uid": "u"})))
+    parsed = parse_review(orjson.dumps(review(request(pod(), uid="u"))))
     ops = [{"op": "add", "path": "/a", "value": 1}]
     answer = orjson.loads(encode_response(parsed, ops=ops, warnings=["phalanx: w"]))["response"]
     assert answer["patchType"] == "JSONPatch"
@@ -120,14 +142,18 @@ def test_admit_bad_body_is_400_plain_text() -> None:
     )
 
 
-def test_unknown_kinds_and_operations_share_one_label() -> None:
+def test_unknown_kinds_share_one_label_and_unknown_operations_are_400() -> None:
     metrics = WebhookMetrics()
-    req = request(pod(), gvk=("x", "v1", "Gadget"), operation="EXPLODE")
-    admit(review(req), metrics)
+    admit(review(request(pod(), gvk=("x", "v1", "Gadget"), operation="CONNECT")), metrics)
     assert (
-        sample(metrics, "phalanx_webhook_requests_total", kind="other", operation="other", outcome="skipped")
+        sample(
+            metrics, "phalanx_webhook_requests_total", kind="other", operation="CONNECT", outcome="skipped"
+        )
         == 1
     )
+    status, answer = admit(review(request(pod(), operation="EXPLODE")), metrics)
+    assert status == 400
+    assert "request.operation must be one of" in answer
 
 
 def test_internal_error_refuses_and_is_counted(

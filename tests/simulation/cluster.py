@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from controller.core.config import RACK_LABEL, ZONE_LABEL
 from controller.core.model import Node
-from controller.simulation.trace import GangShape
 from shared.constants import GPU_RESOURCE
+from tests.simulation.trace import GangShape
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 

@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from controller.simulation.engine import Run, RunResult
+from tests.simulation.engine import Run, RunResult
 
 EPS = 1e-6
 BUCKETS: tuple[tuple[str, int, int], ...] = (

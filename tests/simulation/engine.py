@@ -37,8 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from controller.simulation.cluster import ClusterSpec, FreeGpus
-from controller.simulation.trace import GangShape, Job, gang_shape
+from tests.simulation.cluster import ClusterSpec, FreeGpus
+from tests.simulation.trace import GangShape, Job, gang_shape
 
 COMPLETION, ARRIVAL, CYCLE = 0, 1, 2
 # every_tick: once no arrival or completion is left, keep ticking this long (virtual seconds) for

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from controller.core.config import PlannerConfig
-from controller.simulation.cluster import ClusterSpec
-from controller.simulation.engine import Engine, Progress, RunResult
-from controller.simulation.metrics import summarize
-from controller.simulation.policies import POLICIES
-from controller.simulation.report import document, plot, table, write_json
-from controller.simulation.trace import Job, Workload, gang_shape, offered_gpu_seconds
+from tests.simulation.cluster import ClusterSpec
+from tests.simulation.engine import Engine, Progress, RunResult
+from tests.simulation.metrics import summarize
+from tests.simulation.policies import POLICIES
+from tests.simulation.report import document, plot, table, write_json
+from tests.simulation.trace import Job, Workload, gang_shape, offered_gpu_seconds
 
 DEFAULT_POLICIES = ("phalanx", "greedy-per-pod", "summed-quota", "fifo-no-backfill", "sjf-oracle")
 

@@ -1,10 +1,10 @@
-"""``python -m controller.simulation``: replay a trace window (or a synthetic mix) under each policy.
+"""``python -m tests.simulation``: replay a trace window (or a synthetic mix) under each policy.
 
 Examples::
 
-    python -m controller.simulation --trace ../shared/data/traces/philly.csv \\
+    python -m tests.simulation --trace ../shared/data/traces/philly.csv \\
         --start 2017-10-16 --days 7 --nodes 64 --gpus-per-node 8 --out out/sim/philly-week
-    python -m controller.simulation --synthetic 2000 --seed 1 --nodes 16 --out out/sim/synthetic
+    python -m tests.simulation --synthetic 2000 --seed 1 --nodes 16 --out out/sim/synthetic
 
 Writes ``<out>.json`` and ``<out>.png``, prints the tables and progress (on stderr).
 """
@@ -17,10 +17,10 @@ import time
 from dataclasses import replace
 
 from controller.core.config import PlannerConfig
-from controller.simulation.cluster import ClusterSpec
-from controller.simulation.compare import DEFAULT_POLICIES, compare
-from controller.simulation.policies import POLICIES
-from controller.simulation.trace import MIXES, Workload, load_trace, synthetic
+from tests.simulation.cluster import ClusterSpec
+from tests.simulation.compare import DEFAULT_POLICIES, compare
+from tests.simulation.policies import POLICIES
+from tests.simulation.trace import MIXES, Workload, load_trace, synthetic
 
 
 def _none_or_float(text: str) -> float | None:
@@ -29,7 +29,7 @@ def _none_or_float(text: str) -> float | None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m controller.simulation", description=__doc__.splitlines()[0] if __doc__ else None
+        prog="python -m tests.simulation", description=__doc__.splitlines()[0] if __doc__ else None
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--trace", help="CSV with timestamp,duration,num_gpus[,gpu_time,cluster]")
@@ -53,7 +53,8 @@ def parser() -> argparse.ArgumentParser:
     # PlannerConfig knobs
     p.add_argument("--schedule-timeout", type=_none_or_float, default=None, help="seconds (none)")
     p.add_argument("--no-preemption", action="store_true")
-    p.add_argument("--min-runtime", type=float, default=None, help="preemption minimum runtime, s")
+    # 300 s, not the controller's default of 0: the published replays use it (anti-thrashing).
+    p.add_argument("--min-runtime", type=float, default=300.0, help="preemption minimum runtime, s")
     p.add_argument(
         "--starvation-age",
         type=_none_or_float,

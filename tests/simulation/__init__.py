@@ -5,13 +5,13 @@ Drives the real pure core (``controller.core.plan``) through a job trace next to
 known durations) and reports what operators compare: job completion time, queueing delay, GPU
 allocation, GPU-hours wasted by partial gangs, deadlocks, preemptions and timeouts.
 
-Run ``python -m controller.simulation --help``. Does file I/O (CSV in, JSON and PNG out) but no
+Run ``python -m tests.simulation --help``. Does file I/O (CSV in, JSON and PNG out) but no
 network and no asyncio: it never imports the controller's shell.
 """
 
-from controller.simulation.cluster import ClusterSpec
-from controller.simulation.compare import DEFAULT_POLICIES, Comparison, compare
-from controller.simulation.trace import Job, Workload, gang_shape, load_trace, synthetic
+from tests.simulation.cluster import ClusterSpec
+from tests.simulation.compare import DEFAULT_POLICIES, Comparison, compare
+from tests.simulation.trace import Job, Workload, gang_shape, load_trace, synthetic
 
 __all__ = [
     "DEFAULT_POLICIES",

@@ -34,8 +34,8 @@ from dataclasses import replace
 from controller.core.config import PlannerConfig
 from controller.core.model import Admit, Gang, GangKey, Node, Pod, Preempt, Reason, Reject, Snapshot, Wait
 from controller.core.planner import plan
-from controller.simulation.engine import Engine, Policy, Run
 from shared.constants import GPU_RESOURCE
+from tests.simulation.engine import Engine, Policy, Run
 
 HOLD_SECONDS = 300.0  # the controller drops a preemptor's held room after this long (reconciler)
 

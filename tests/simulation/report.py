@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller.simulation.engine import RunResult
-from controller.simulation.metrics import BUCKETS
-from controller.simulation.png import Panel, Series, line_chart, write_png
+from tests.simulation.engine import RunResult
+from tests.simulation.metrics import BUCKETS
 
 
 def resample(ts: Sequence[float], vs: Sequence[float], t0: float, t1: float, bins: int) -> list[float]:
@@ -140,6 +139,13 @@ def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def plot(path: str | Path, doc: Mapping[str, Any], capacity_gpus: int) -> None:
+    """Three panels over time (queue length, GPUs allocated, GPUs held by partial gangs), one line
+    per policy, drawn with matplotlib (deterministic output: no timestamps in the file)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     timeline = doc["timeline"]
     bins = int(timeline["bins"])
     step = float(timeline["bin_s"])
@@ -147,12 +153,20 @@ def plot(path: str | Path, doc: Mapping[str, Any], capacity_gpus: int) -> None:
     xs = [(t0 + step * (i + 0.5)) / 86400 for i in range(bins)]
     names = list(doc["policies"])
     panels = [
-        Panel("Jobs waiting (queue length)", [Series(n, timeline[n]["queue_jobs"]) for n in names]),
-        Panel(
-            f"GPUs allocated (of {capacity_gpus})",
-            [Series(n, timeline[n]["gpus_allocated"]) for n in names],
-            y_max=float(capacity_gpus),
-        ),
-        Panel("GPUs held by partial gangs", [Series(n, timeline[n]["gpus_partial"]) for n in names]),
+        ("Jobs waiting (queue length)", "queue_jobs", None),
+        (f"GPUs allocated (of {capacity_gpus})", "gpus_allocated", float(capacity_gpus)),
+        ("GPUs held by partial gangs", "gpus_partial", None),
     ]
-    write_png(path, line_chart(panels, xs, "time (days since window start)"))
+    figure, axes = plt.subplots(len(panels), 1, figsize=(11, 2.6 * len(panels)), sharex=True)
+    for ax, (title, series, y_max) in zip(axes, panels, strict=True):
+        for name in names:
+            ax.plot(xs, timeline[name][series], label=name, linewidth=1.2)
+        ax.set_title(title, fontsize=10, loc="left")
+        if y_max is not None:
+            ax.set_ylim(0, y_max * 1.05)
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel("time (days since window start)")
+    axes[0].legend(loc="upper right", fontsize=8, ncol=min(len(names), 4))
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    plt.close(figure)

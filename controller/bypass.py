@@ -1,0 +1,85 @@
+"""Report gang members that run without Phalanx's admission (README "Security").
+
+The API server refuses anyone but the controller removing the ``phalanx.io/gang`` gate (the
+``phalanx-gang-gate`` admission policy). Where that policy is missing (not installed, an older
+cluster, removed by an admin) or a member never had the gate, a member can bind while its gang was
+never admitted: a partial gang holding its GPUs. Phalanx cannot undo a binding, so it says so -- a
+Warning Event ``GateBypassed`` on the pod and on its PodGroup, and a counter -- once per pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from prometheus_client import Counter
+
+from controller.core.model import GangKey, Pod
+from controller.events import EventRecorder
+from controller.gangs import GangView
+from controller.metrics import ControllerMetrics
+from shared import constants as c
+
+log = logging.getLogger(__name__)
+REASON = "GateBypassed"
+
+
+def bypassed(view: GangView, ever_admitted: set[str]) -> list[Pod]:
+    """Members bound on a node although no admission of their gang holds them."""
+    return [
+        pod
+        for pod in view.members
+        if pod.bound
+        and not pod.finished
+        and not pod.terminating
+        and pod.uid not in view.gang.admitted
+        and pod.uid not in ever_admitted  # e.g. a bare pod a rollback left running
+        and c.SKIP not in pod.labels  # opted out of gang scheduling on purpose
+        and pod.annotations.get(c.SKIP) != "true"
+    ]
+
+
+class GateBypassDetector:
+    def __init__(self, events: EventRecorder, metrics: ControllerMetrics) -> None:
+        self.events = events
+        self.counter = Counter(
+            "phalanx_gate_bypassed_pods_total",
+            "Gang members found bound without Phalanx's admission (gate removed by someone else)",
+            registry=metrics.registry,
+        )
+        self._ever_admitted: set[str] = set()  # every uid seen in an admission record
+        self._reported: set[str] = set()
+
+    async def check(self, views: Mapping[GangKey, GangView]) -> None:
+        live: set[str] = set()
+        for view in views.values():
+            self._ever_admitted.update(view.gang.admitted)
+            live.update(p.uid for p in view.members)
+            found = [p for p in bypassed(view, self._ever_admitted) if p.uid not in self._reported]
+            if found:
+                await self._report(view, found)
+        # Forget pods that are gone, so these sets stay as small as the cluster.
+        self._ever_admitted &= live
+        self._reported &= live
+
+    async def _report(self, view: GangView, pods: list[Pod]) -> None:
+        self._reported.update(p.uid for p in pods)
+        self.counter.inc(len(pods))
+        gang = view.gang
+        state = "never admitted" if gang.admitted_at is None else "admitted without these members"
+        names = ", ".join(sorted(p.name for p in pods))
+        message = (
+            f"{len(pods)} member(s) bound without Phalanx's admission ({state}, minMember "
+            f"{gang.min_member}): {names}; their {c.GATE} gate was removed by someone other than "
+            f"Phalanx (or they never had one)"
+        )
+        log.warning("gate bypassed", extra={"gang": str(gang.key), "pods": names})
+        await self.events.emit(view.podgroup, REASON, message, warning=True)
+        for pod in pods:
+            await self.events.emit_on_pod(
+                pod,
+                REASON,
+                f"bound to {pod.node_name} without Phalanx's admission of gang {gang.key.name} "
+                f"({state}); its {c.GATE} gate was removed by someone other than Phalanx",
+                warning=True,
+            )

@@ -1,0 +1,195 @@
+"""Queues as the controller sees them: Phalanx's and KAI's Queue objects, parsed into the core's
+``Queue`` records, each namespace's default queue, and which queue a gang belongs to.
+
+Pure (no I/O): the informers feed ``QueueRegistry``; ``gang_queue`` reads it.
+
+Which queue a gang belongs to, first found wins:
+
+1. the PodGroup's ``spec.queue`` (KAI, Volcano), then its ``phalanx.io/queue`` label;
+2. a KAI child group without one takes its ``parentPodGroup``'s;
+3. its members' labels ``phalanx.io/queue``, ``runai/queue``, ``kueue.x-k8s.io/queue-name`` (on
+   the pod template; the webhook copies a workload's own label there as ``phalanx.io/queue``);
+4. the namespace's label ``phalanx.io/queue`` (its default queue).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller import resources as r
+from controller.core.model import Pod, Queue, QueueResource
+from controller.resources import ResourceType
+from shared import constants as c
+from shared.quantities import QuantityError, to_int
+
+log = logging.getLogger(__name__)
+
+JSON = Mapping[str, Any]
+KAI_MEGABYTE = 1_000_000  # KAI's Queue gives memory in MB
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    rt: ResourceType
+    name: str
+    queue: Queue
+    status: dict[str, Any]
+    problem: str | None = None  # a spec field that could not be read (the queue keeps the rest)
+
+
+def _weight(value: object) -> float:
+    try:
+        weight = float(str(value))
+    except ValueError:
+        return 1.0
+    return weight if weight >= 0 else 1.0
+
+
+def phalanx_queue(raw: JSON) -> QueueRecord:
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    name = str(meta.get("name", ""))
+    resources: dict[str, QueueResource] = {}
+    problems = []
+    for resource, given in (spec.get("resources") or {}).items():
+        body = given or {}
+        try:
+            quota = to_int(resource, body.get("quota", 0))
+            limit_raw = body.get("limit")
+            limit = None if limit_raw is None else to_int(resource, limit_raw)
+        except (QuantityError, ValueError) as err:
+            problems.append(f"{resource}: {err}")
+            continue
+        resources[str(resource)] = QueueResource(
+            max(0, quota),
+            None if limit is None or limit < 0 else limit,
+            _weight(body.get("overQuotaWeight", 1)),
+        )
+    queue = Queue(name, str(spec.get("parent") or "") or None, resources)
+    return QueueRecord(r.QUEUES, name, queue, dict(raw.get("status") or {}), "; ".join(problems) or None)
+
+
+def _kai_amount(value: object, scale: float) -> int | None:
+    """A KAI amount (a number; -1 or absent: none) in Phalanx's units."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return None if number < 0 else int(number * scale)
+
+
+def kai_queue(raw: JSON, gpu_resource: str = c.GPU_RESOURCE) -> QueueRecord:
+    """KAI's scheduling.run.ai/v2 Queue: gpu in units, cpu in millicores, memory in MB."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    name = str(meta.get("name", ""))
+    resources: dict[str, QueueResource] = {}
+    for kai_name, resource, scale in (
+        ("gpu", gpu_resource, 1.0),
+        ("cpu", "cpu", 1.0),
+        ("memory", "memory", float(KAI_MEGABYTE)),
+    ):
+        body = (spec.get("resources") or {}).get(kai_name)
+        if not isinstance(body, Mapping):
+            continue
+        quota = _kai_amount(body.get("quota", 0), scale)
+        limit = _kai_amount(body.get("limit", -1), scale)
+        if quota is None and limit is None:
+            continue  # -1 and -1: the queue says nothing about this resource
+        resources[resource] = QueueResource(quota or 0, limit, _weight(body.get("overQuotaWeight", 1)))
+    queue = Queue(name, str(spec.get("parentQueue") or "") or None, resources)
+    return QueueRecord(r.QUEUES_KAI, name, queue, dict(raw.get("status") or {}))
+
+
+PARSERS: dict[ResourceType, Callable[[JSON], QueueRecord]] = {
+    r.QUEUES: phalanx_queue,
+    r.QUEUES_KAI: kai_queue,
+}
+
+
+@dataclass
+class QueueRegistry:
+    """Queues of both kinds (Phalanx's wins where both name the same queue) and namespace defaults."""
+
+    by_kind: dict[ResourceType, dict[str, QueueRecord]] = field(
+        default_factory=lambda: {rt: {} for rt in PARSERS}
+    )
+    namespace_queue: dict[str, str] = field(default_factory=dict)
+
+    def records(self) -> dict[str, QueueRecord]:
+        out: dict[str, QueueRecord] = {}
+        for rt in reversed(list(PARSERS)):  # KAI's first, then Phalanx's over it
+            out.update(self.by_kind[rt])
+        return out
+
+    def queues(self) -> dict[str, Queue]:
+        return {name: record.queue for name, record in sorted(self.records().items())}
+
+    # ---- informer feed (True: something changed) ------------------------------------------------
+
+    def upsert(self, rt: ResourceType, raw: JSON) -> bool:
+        record = PARSERS[rt](raw)
+        old = self.by_kind[rt].get(record.name)
+        self.by_kind[rt][record.name] = record
+        if record.problem:
+            log.warning("queue spec partly unreadable", extra={"queue": record.name, "error": record.problem})
+        return old is None or old.queue != record.queue
+
+    def delete(self, rt: ResourceType, raw: JSON) -> bool:
+        return self.by_kind[rt].pop(str((raw.get("metadata") or {}).get("name", "")), None) is not None
+
+    def replace(self, rt: ResourceType, items: Iterable[JSON]) -> bool:
+        self.by_kind[rt] = {}
+        for raw in items:
+            self.upsert(rt, raw)
+        return True
+
+    def upsert_namespace(self, raw: JSON) -> bool:
+        meta = raw.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        queue = str((meta.get("labels") or {}).get(c.QUEUE_LABEL, "")) or None
+        if self.namespace_queue.get(name) == queue:
+            return False
+        if queue is None:
+            self.namespace_queue.pop(name, None)
+        else:
+            self.namespace_queue[name] = queue
+        return True
+
+    def delete_namespace(self, raw: JSON) -> bool:
+        name = str((raw.get("metadata") or {}).get("name", ""))
+        return self.namespace_queue.pop(name, None) is not None
+
+    def replace_namespaces(self, items: Iterable[JSON]) -> bool:
+        self.namespace_queue = {}
+        for raw in items:
+            self.upsert_namespace(raw)
+        return True
+
+
+def _linked(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    for key in c.QUEUE_LINK_LABELS:
+        if labels.get(key):
+            return labels[key]
+    return annotations.get(c.QUEUE_LABEL) or None
+
+
+def member_queue(members: Iterable[Pod]) -> str | None:
+    """The queue the members name (the first by name where they disagree)."""
+    named = sorted({q for p in members if (q := _linked(p.labels, p.annotations))})
+    return named[0] if named else None
+
+
+def gang_queue(
+    spec: Mapping[str, Any],
+    labels: Mapping[str, str],
+    members: Iterable[Pod],
+    namespace_default: str | None,
+    parent_queue: str | None = None,
+) -> str | None:
+    """Which queue a gang belongs to (see the module doc); None: no queue."""
+    own = str(spec.get("queue") or "") or labels.get(c.QUEUE_LABEL)
+    return own or parent_queue or member_queue(members) or namespace_default or None

@@ -1,0 +1,123 @@
+"""What happened to every gang, from pod timestamps: waits, partial holding, allocation (pure)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PodRecord:
+    gang: str
+    gpus: int
+    bound: float | None = None
+    finished: float | None = None
+    succeeded: bool = False
+
+
+@dataclass
+class GangRecord:
+    name: str
+    size: int
+    gpus_per_pod: int
+    submitted: float
+    pods: list[PodRecord] = field(default_factory=list)
+
+    def _events(self, end: float) -> list[tuple[float, int]]:
+        """(time, +1 bound / -1 released) for every member, released at most at ``end``."""
+        events = []
+        for pod in self.pods:
+            if pod.bound is None:
+                continue
+            events.append((pod.bound, 1))
+            if pod.finished is not None:
+                events.append((max(pod.finished, pod.bound), -1))
+        return sorted(events, key=lambda e: (e[0], -e[1]))
+
+    def all_bound_at(self, end: float) -> float | None:
+        """The first moment all ``size`` members held their nodes at once."""
+        running = 0
+        for at, step in self._events(end):
+            running += step
+            if running >= self.size:
+                return at
+        return None
+
+    def partial_gpu_seconds(self, end: float) -> float:
+        """GPU-seconds held by members before the whole gang was placed (until ``end`` if never)."""
+        until = self.all_bound_at(end)
+        until = end if until is None else until
+        total, running, last = 0.0, 0, None
+        for at, step in self._events(end):
+            if at > until:
+                break
+            if last is not None:
+                total += running * (at - last)
+            running += step
+            last = at
+        if last is not None:
+            total += running * (until - last)
+        return total * self.gpus_per_pod
+
+    def completed(self) -> bool:
+        return sum(1 for p in self.pods if p.succeeded) >= self.size
+
+    def completed_at(self) -> float | None:
+        done = sorted(p.finished for p in self.pods if p.succeeded and p.finished is not None)
+        return done[self.size - 1] if len(done) >= self.size else None
+
+    def gpu_seconds_used(self, start: float, end: float) -> float:
+        used = 0.0
+        for pod in self.pods:
+            if pod.bound is None:
+                continue
+            lo = max(pod.bound, start)
+            hi = min(pod.finished if pod.finished is not None else end, end)
+            used += max(0.0, hi - lo) * pod.gpus
+        return used
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarize(
+    gangs: list[GangRecord], start: float, end: float, total_gpus: int
+) -> dict[str, float | int | None]:
+    """The figures every scenario reports, over gangs submitted from ``start`` and watched to ``end``."""
+    waits = []
+    for gang in gangs:
+        at = gang.all_bound_at(end)
+        if at is not None:
+            waits.append(at - gang.submitted)
+    bound_times = [g.all_bound_at(end) for g in gangs]
+    completions = [g.completed_at() for g in gangs]
+    done = [c for c in completions if c is not None]
+    span = max(end - start, 1e-9)
+    return {
+        "gangs": len(gangs),
+        "gangs_placed": len(waits),
+        "gangs_completed": len(done),
+        "wait_mean_s": round(statistics.fmean(waits), 3) if waits else None,
+        "wait_p50_s": _round(pct(waits, 0.5)),
+        "wait_p99_s": _round(pct(waits, 0.99)),
+        "apply_to_last_bound_s": (
+            round(max(t for t in bound_times if t is not None) - start, 3)
+            if all(t is not None for t in bound_times) and bound_times
+            else None
+        ),
+        "apply_to_last_completed_s": (
+            round(max(done) - start, 3) if len(done) == len(gangs) and done else None
+        ),
+        "partial_gpu_seconds": round(sum(g.partial_gpu_seconds(end) for g in gangs), 1),
+        "gpu_allocation_pct": round(
+            100 * sum(g.gpu_seconds_used(start, end) for g in gangs) / (total_gpus * span), 1
+        ),
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

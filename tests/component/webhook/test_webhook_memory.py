@@ -1,0 +1,183 @@
+"""Hostile uploads against the real webhook process (``python -m webhook``, real TLS): memory stays
+bounded, stalled uploads are cut, large bodies are read a few at a time, and a slow client never
+delays ordinary (small) reviews."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.localcluster.procs import free_port
+
+from .test_webhook_tls import REVIEW, client_context
+from .tls_helpers import serving_bundle, write_pair
+
+REPO = Path(__file__).resolve().parents[3]
+MIB = 1024 * 1024
+UPLOAD = 3 * MIB  # the API server's own request limit, and the webhook's
+
+
+@dataclass
+class Webhook:
+    process: subprocess.Popen[bytes]
+    port: int
+    context: ssl.SSLContext
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no VmRSS")
+
+
+@pytest.fixture
+def webhook(tmp_path: Path) -> Iterator[Webhook]:
+    bundle = serving_bundle()
+    write_pair(tmp_path, bundle)
+    port, health = free_port(), free_port()
+    log = (tmp_path / "webhook.log").open("wb")
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "webhook", "--bind-address", "127.0.0.1", "--port", str(port)),
+            *("--health-port", str(health), "--cert-dir", str(tmp_path), "--log-level", "WARNING"),
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (tmp_path / "webhook.log").read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                assert time.monotonic() < deadline, "webhook not ready"
+                time.sleep(0.1)
+        yield Webhook(process, port, client_context(bundle.ca_crt))
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        log.close()
+
+
+async def _open(hook: Webhook) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(
+        "127.0.0.1", hook.port, ssl=hook.context, server_hostname="localhost"
+    )
+
+
+def _head(length: int) -> bytes:
+    return (
+        f"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+async def aborted_upload(hook: Webhook, sent: int, patience: float = 3.0) -> None:
+    """Announce a 3 MiB body, send ``sent`` bytes of it (as far as the server takes them), vanish."""
+    _, writer = await _open(hook)
+    try:
+        writer.write(_head(UPLOAD))
+        chunk = b" " * (64 * 1024)
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            async with asyncio.timeout(patience):
+                for _ in range(sent // len(chunk)):
+                    writer.write(chunk)
+                    await writer.drain()
+    finally:
+        writer.transport.abort()
+
+
+async def status_of(reader: asyncio.StreamReader, within: float) -> int:
+    line = await asyncio.wait_for(reader.readline(), within)
+    return int(line.split()[1])
+
+
+async def small_review(hook: Webhook) -> int:
+    reader, writer = await _open(hook)
+    try:
+        body = orjson.dumps(REVIEW)
+        writer.write(_head(len(body)) + body)
+        await writer.drain()
+        return await status_of(reader, 10)
+    finally:
+        writer.close()
+
+
+def test_aborted_large_uploads_do_not_grow_memory(webhook: Webhook) -> None:
+    async def rounds() -> tuple[float, float]:
+        await small_review(webhook)
+        before = webhook.rss_mib()
+        peak = before
+        for _ in range(6):
+            await asyncio.gather(*(aborted_upload(webhook, UPLOAD - 64 * 1024) for _ in range(48)))
+            peak = max(peak, webhook.rss_mib())
+        await asyncio.sleep(1.0)  # the trim runs a moment after the last request is over
+        assert await small_review(webhook) == 200  # still serving
+        return before, webhook.rss_mib()
+
+    before, after = asyncio.run(rounds())
+    print(f"webhook RSS: {before:.0f} MiB before, {after:.0f} MiB after 288 aborted 3 MiB uploads")
+    # Unbounded, this was 51 -> 509 MB. Bounded: at most 8 bodies of 3 MiB in flight, then trimmed.
+    assert after - before < 64, (before, after)
+
+
+def test_a_stalled_upload_is_cut_after_the_read_timeout(webhook: Webhook) -> None:
+    async def stall() -> tuple[int, float]:
+        reader, writer = await _open(webhook)
+        try:
+            writer.write(_head(10_000) + b'{"apiVersion": ')
+            await writer.drain()
+            started = time.monotonic()
+            status = await status_of(reader, 30)  # without a read timeout: waits forever
+            return status, time.monotonic() - started
+        finally:
+            writer.transport.abort()
+
+    status, elapsed = asyncio.run(stall())
+    print(f"stalled upload answered {status} after {elapsed:.2f}s")
+    assert status == 408
+
+
+def test_large_bodies_wait_for_a_slot_and_small_reviews_never_do(webhook: Webhook) -> None:
+    async def crowd() -> tuple[int, list[int]]:
+        held = []
+        for _ in range(8):  # every large-body slot held by a client that sends nothing more
+            reader, writer = await _open(webhook)
+            writer.write(_head(UPLOAD) + b" " * 1024)
+            await writer.drain()
+            held.append((reader, writer))
+        await asyncio.sleep(0.2)
+        try:
+            reader, writer = await _open(webhook)
+            writer.write(_head(UPLOAD) + b" " * 1024)
+            await writer.drain()
+            small = await asyncio.gather(*(small_review(webhook) for _ in range(20)))
+            ninth = await status_of(reader, 10)
+            writer.transport.abort()
+            return ninth, small
+        finally:
+            for _, held_writer in held:
+                held_writer.transport.abort()
+
+    ninth, small = asyncio.run(crowd())
+    assert ninth == 503
+    assert small == [200] * 20

@@ -1,0 +1,153 @@
+"""`kubectl phalanx` against the real control plane, run as kubectl runs any plugin (found on PATH).
+
+The counterfactual is checked for real: the change `explain` names is applied, and the gang starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import NodePool
+from tests.e2e import workloads as w
+from tests.e2e.kube import apply, podgroup
+from tests.e2e.test_controller import count_bound, pooled_job
+from tests.e2e.waiting import eventually, stays
+from tests.localcluster import LocalCluster
+
+
+def kubectl_phalanx(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """`kubectl phalanx ...` with the venv's `kubectl-phalanx` on PATH, as `pip install` puts it."""
+    assert cluster.bin_dir is not None
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(cluster.bin_dir), os.environ["PATH"]]),
+    }
+    return subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), "phalanx", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def as_json(cluster: LocalCluster, *args: str) -> Any:
+    result = kubectl_phalanx(cluster, *args, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def eight_gpus_wanted_five_free(cluster: LocalCluster, ns: str, pool: NodePool) -> str:
+    """One 8-GPU node with a 3-GPU gang running on it, and an 8-GPU gang waiting."""
+    [node] = pool.add(1, gpus=8)
+    apply(cluster, ns, pooled_job("low", 3, pool))
+    eventually(lambda: count_bound(cluster, ns, "low") == 3, 30, what="low gang running")
+    # creationTimestamp has whole seconds: a later second makes "big" the younger gang, behind "low"
+    # in the order (in the same second the name would decide).
+    time.sleep(1.1)
+    apply(cluster, ns, pooled_job("big", 8, pool))
+    eventually(
+        lambda: podgroup(cluster, ns, "big").get("status", {}).get("reason") == "InsufficientCapacity",
+        30,
+        what="big gang waiting for capacity",
+    )
+    return node
+
+
+def test_explain_names_the_node_to_add_and_adding_it_starts_the_gang(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    ns = gang_namespace
+    node = eight_gpus_wanted_five_free(cluster, ns, pool)
+
+    data = as_json(cluster, "explain", "job/big", "-n", ns)
+    assert data["gang"] == f"{ns}/big"
+    assert data["decision"]["reason"] == "InsufficientCapacity"
+    assert data["partial"] == {"needed": 8, "placed": 5, "nodes": {node: 5}}
+    assert sum(1 for m in data["members"] if m["state"] == "Gated") == 8
+    fixes = {f["change"]: f for f in data["fixes"]}
+    assert (fixes["FreeOnNode"]["node"], fixes["FreeOnNode"]["amount"]) == (node, 3)
+    assert {h["gang"] for h in fixes["FreeOnNode"]["heldBy"]} == {f"{ns}/low"}
+    assert (fixes["AddNodes"]["count"], fixes["AddNodes"]["like"]) == (1, node)
+    assert [v["name"] for v in fixes["Remove"]["victims"]] == [f"{ns}/low"]
+
+    text = kubectl_phalanx(cluster, "explain", "job/big", "-n", ns)
+    assert text.returncode == 0, text.stderr
+    assert f"add 1 node like {node}" in text.stdout
+    assert "needs 8 pods × 1 nvidia.com/gpu; best placement fits 5" in text.stdout
+
+    # Nothing was written: the gang still waits, whole.
+    stays(lambda: count_bound(cluster, ns, "big") == 0, 2.0, what="big gang still waiting")
+    pool.add(1, gpus=8)  # the change explain named
+    eventually(lambda: count_bound(cluster, ns, "big") == 8, 30, what="big gang started on the new node")
+
+
+def test_explain_names_the_gang_in_the_way_and_ending_it_starts_the_gang(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    ns = gang_namespace
+    eight_gpus_wanted_five_free(cluster, ns, pool)
+
+    rows = yaml.safe_load(kubectl_phalanx(cluster, "top", "-n", ns, "-o", "yaml").stdout)
+    assert [(r["name"], r["state"], r["gpusHeld"]) for r in rows] == [
+        ("low", "Running", 3),
+        ("big", "Pending", 0),
+    ]
+    assert rows[1]["reason"] == "InsufficientCapacity" and rows[1]["waitingSeconds"] >= 0
+    table = kubectl_phalanx(cluster, "top", "-n", ns).stdout
+    assert table.splitlines()[0].split()[:3] == ["#", "NAMESPACE", "GANG"]
+
+    data = as_json(cluster, "explain", f"pod/{_any_member(cluster, ns, 'big')}", "-n", ns)
+    [remove] = [f for f in data["fixes"] if f["change"] == "Remove"]
+    [victim] = remove["victims"]
+    assert (victim["name"], victim["pods"], victim["lowerPriority"]) == (f"{ns}/low", 3, False)
+
+    cluster.kubectl("delete", "job", "low", "-n", ns, "--wait=false")  # the change explain named
+    eventually(lambda: count_bound(cluster, ns, "big") == 8, 30, what="big gang started in the freed room")
+
+
+def _any_member(cluster: LocalCluster, ns: str, job: str) -> str:
+    pods = cluster.kubectl_json("get", "pods", "-n", ns, "-l", f"job-name={job}")["items"]
+    name: str = pods[0]["metadata"]["name"]
+    return name
+
+
+def test_audit_flags_what_would_never_start_and_exits_non_zero(
+    cluster: LocalCluster, namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    # Not opted in: this Job just runs, on 1 of the 8 GPUs.
+    apply(cluster, namespace, pooled_job("busy", 1, pool))
+    eventually(lambda: count_bound(cluster, namespace, "busy") == 1, 30, what="busy pod running")
+    # Suspended: the audit reads specs; nothing needs to run.
+    for name, size in (("fits", 2), ("huge", 12), ("slow", 8)):
+        job = pooled_job(name, size, pool, suspend=True)
+        if name == "slow":
+            job["spec"]["activeDeadlineSeconds"] = 600
+        apply(cluster, namespace, job)
+    apply(cluster, namespace, w.statefulset("db", 2, gpus=0))
+
+    result = kubectl_phalanx(cluster, "audit", "-n", namespace, "-o", "json")
+    assert result.returncode == 1, result.stderr
+    findings = {(f["workload"], f["check"]): f["severity"] for f in json.loads(result.stdout)}
+    assert findings[("Job/huge", "NeverFits")] == "error"
+    assert findings[("StatefulSet/db", "OrderedReady")] == "warning"
+    assert findings[("Job/fits", "WouldStart")] == "info"
+    assert findings[("Job/slow", "WouldWait")] == "info"
+    assert findings[("Job/slow", "Deadline")] == "warning"
+    assert not [k for k, s in findings.items() if k[0] == "Job/fits" and s != "info"]
+
+    cluster.kubectl("delete", "job", "huge", "-n", namespace)
+    after = kubectl_phalanx(cluster, "audit", "-n", namespace)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "0 would never start" in after.stdout

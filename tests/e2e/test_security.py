@@ -1,0 +1,327 @@
+"""Tenants who push on the gate, and a controller that may touch only what it must (README "Security").
+
+Tenants are ServiceAccounts bound to the built-in ``edit``/``view`` roles in their namespace, and
+act through impersonation (``kubectl --as``), as the API server authorises them for real.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from tests.conftest import NodePool
+from tests.e2e.kube import GROUP_LABEL, apply, bound, events, gated, pods
+from tests.e2e.test_controller import count_bound, members, pooled_job
+from tests.e2e.waiting import eventually, stays
+from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import NAMESPACE, Phalanx
+
+CONTROLLER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
+PODGROUPS = "podgroups.scheduling.sigs.k8s.io"
+REMOVE_GATES = json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}])
+
+
+def tenant(cluster: LocalCluster, namespace: str, role: str = "edit") -> list[str]:
+    """A ServiceAccount with the built-in ``role`` in ``namespace``; returns kubectl's ``--as`` args."""
+    name = f"{role}-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl("create", "serviceaccount", name, "-n", namespace)
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        name,
+        f"--clusterrole={role}",
+        f"--serviceaccount={namespace}:{name}",
+        "-n",
+        namespace,
+    )
+    return ["--as", f"system:serviceaccount:{namespace}:{name}"]
+
+
+def refused(result: Any, message: str) -> bool:
+    return bool(result.returncode != 0 and message in result.stderr)
+
+
+def waiting_gang(cluster: LocalCluster, namespace: str, pool: NodePool, name: str) -> list[dict[str, Any]]:
+    """A Job of 4 members needing 16 GPUs where the pool has 8: gated, and never admitted."""
+    pool.add(1, gpus=8)
+    apply(cluster, namespace, pooled_job(name, 4, pool, gpus=4))
+
+    def all_gated() -> list[dict[str, Any]] | None:
+        got = members(cluster, namespace, name)
+        return got if len(got) == 4 and all(map(gated, got)) else None
+
+    return eventually(all_gated, 30, what="4 gated members")
+
+
+# ---- item 9: only Phalanx lifts the gate, and a member bound without it is reported -------------
+
+
+def test_nobody_but_phalanx_can_remove_the_gang_gate(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    as_tenant = tenant(cluster, gang_namespace)
+    waiting = waiting_gang(cluster, gang_namespace, pool, "toobig")
+    name = waiting[0]["metadata"]["name"]
+    patch = ("patch", "pod", name, "-n", gang_namespace, "--type=json", "-p", REMOVE_GATES)
+    for who in (as_tenant, []):  # a namespace editor, and even the cluster admin
+        result = cluster.kubectl(*patch, *who, check=False)
+        assert refused(result, "only Phalanx may remove the phalanx.io/gang scheduling gate"), result.stderr
+    # The tenant still edits its pods otherwise: the policy guards the gate, nothing more.
+    cluster.kubectl("label", "pod", name, "-n", gang_namespace, "note=mine", *as_tenant)
+    stays(lambda: count_bound(cluster, gang_namespace, "toobig") == 0, 3.0, what="nothing bound")
+
+
+def test_a_member_bound_without_phalanx_s_admission_is_reported(
+    cluster: LocalCluster, phalanx: Phalanx, gang_namespace: str, pool: NodePool
+) -> None:
+    (node,) = pool.add(1, gpus=8)
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "held"},
+        "spec": {"minMember": 3},
+    }
+    apply(cluster, gang_namespace, group)
+    # Bound at creation (spec.nodeName): it never waits at the gate, and the gang was never admitted.
+    rogue = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "rogue", "labels": {GROUP_LABEL: "held"}},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "main", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    }
+    apply(cluster, gang_namespace, rogue)
+
+    def reported() -> list[str]:
+        return sorted(
+            e["involvedObject"]["kind"]
+            for name in ("rogue", "held")
+            for e in events(cluster, gang_namespace, name)
+            if e["reason"] == "GateBypassed" and e["type"] == "Warning"
+        )
+
+    assert eventually(reported, 30, what="GateBypassed on the pod and the PodGroup") == ["Pod", "PodGroup"]
+    counted = re.search(r"^phalanx_gate_bypassed_pods_total (\S+)$", phalanx.metrics(), re.M)
+    assert counted is not None and float(counted.group(1)) >= 1
+
+
+# ---- item 11: the admission record is the controller's alone ----------------------------------
+
+
+def test_a_tenant_cannot_forge_the_admission_record(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    as_tenant = tenant(cluster, gang_namespace)
+    waiting = waiting_gang(cluster, gang_namespace, pool, "queued")
+    eventually(lambda: cluster.kubectl_json("get", PODGROUPS, "queued", "-n", gang_namespace), 30)
+    forged = json.dumps(
+        {"at": time.time(), "placement": {p["metadata"]["uid"]: None for p in waiting}, "booked": {}}
+    )
+    annotate = ("annotate", PODGROUPS, "queued", "-n", gang_namespace, f"phalanx.io/admission={forged}")
+    result = cluster.kubectl(*annotate, *as_tenant, check=False)
+    assert refused(result, "written by the Phalanx controller only"), result.stderr
+
+    # Nor on a PodGroup of its own making; the same PodGroup without it is the tenant's to create.
+    own = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "own", "annotations": {"phalanx.io/admission": forged}},
+        "spec": {"minMember": 2},
+    }
+    create = ("create", "-n", gang_namespace, "-f", "-")
+    result = cluster.kubectl(*create, *as_tenant, input=json.dumps(own), check=False)
+    assert refused(result, "written by the Phalanx controller only"), result.stderr
+    del own["metadata"]["annotations"]
+    cluster.kubectl(*create, *as_tenant, input=json.dumps(own))
+
+    stays(lambda: all(gated(p) for p in members(cluster, gang_namespace, "queued")), 3.0, what="still gated")
+
+
+# ---- item 14: small ones -------------------------------------------------------------------------
+
+
+def test_namespace_users_see_podgroups_with_view_and_write_them_with_edit(
+    cluster: LocalCluster, gang_namespace: str
+) -> None:
+    as_viewer = tenant(cluster, gang_namespace, "view")
+    as_editor = tenant(cluster, gang_namespace, "edit")
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "mine"},
+        "spec": {"minMember": 2},
+    }
+    # The aggregation controller folds the rules into view/edit shortly after install.
+    eventually(
+        lambda: (
+            cluster.kubectl("get", "podgroups", "-n", gang_namespace, *as_viewer, check=False).returncode == 0
+        ),
+        30,
+        what="a viewer lists podgroups",
+    )
+    create = ("create", "-n", gang_namespace, "-f", "-")
+    result = cluster.kubectl(*create, *as_viewer, input=json.dumps(group), check=False)
+    assert result.returncode != 0 and "forbidden" in result.stderr
+    cluster.kubectl(*create, *as_editor, input=json.dumps(group))
+    got = cluster.kubectl_json("get", PODGROUPS, "mine", "-n", gang_namespace, *as_viewer)
+    assert got["spec"]["minMember"] == 2
+
+
+def _webhook_requests(phalanx: Phalanx) -> float:
+    lines = re.findall(r"^phalanx_webhook_requests_total\{[^}]*\} (\S+)$", phalanx.metrics("webhook"), re.M)
+    return sum(float(v) for v in lines)
+
+
+def test_the_webhook_is_never_called_for_kube_system_or_phalanx_system(
+    cluster: LocalCluster, phalanx: Phalanx
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "labels": {GROUP_LABEL: "probe"}},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]},
+    }
+    namespaces = ("kube-system", NAMESPACE)
+    try:
+        for ns in namespaces:  # as if someone opted them in
+            cluster.kubectl("label", "namespace", ns, "phalanx.io/gang-scheduling=enabled", "--overwrite")
+        time.sleep(1)  # namespace labels reach the API server's admission cache
+        before = _webhook_requests(phalanx)
+        for ns in namespaces:
+            for _ in range(3):
+                # Refusals by Pod Security in phalanx-system do not matter: mutation comes first.
+                cluster.kubectl(
+                    "create", "--dry-run=server", "-n", ns, "-f", "-", input=json.dumps(pod), check=False
+                )
+        called = _webhook_requests(phalanx) - before
+    finally:
+        for ns in namespaces:
+            cluster.kubectl("label", "namespace", ns, "phalanx.io/gang-scheduling-", check=False)
+    assert called < 6, f"the webhook was called {called:.0f} times for pods in {namespaces}"
+
+
+def test_the_controller_may_only_lift_gates_pin_and_delete_gang_members(
+    cluster: LocalCluster, gang_namespace: str, namespace: str, pool: NodePool
+) -> None:
+    as_controller = ["--as", CONTROLLER]
+    waiting = waiting_gang(cluster, gang_namespace, pool, "narrow")
+    name = waiting[0]["metadata"]["name"]
+    node = pool.nodes[0]
+
+    def patch(body: dict[str, Any], *extra: str) -> Any:
+        return cluster.kubectl(
+            "patch",
+            "pod",
+            name,
+            "-n",
+            gang_namespace,
+            "--dry-run=server",
+            "--type=strategic",
+            "-p",
+            json.dumps(body),
+            *extra,
+            *as_controller,
+            check=False,
+        )
+
+    lift = {"schedulingGates": [{"$patch": "delete", "name": "phalanx.io/gang"}]}
+    pin = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": NodePool.LABEL, "operator": "In", "values": [pool.name]}
+                        ],
+                        "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}],
+                    }
+                ]
+            }
+        }
+    }
+    # Exactly what executor.lift_gates sends: allowed (members carry the pool's node selector as
+    # a nodeSelector, so their required terms start empty; this one adds one term).
+    simple_pin = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    }
+    assert patch({"spec": {**lift, "affinity": simple_pin}}).returncode == 0
+    assert patch({"spec": lift}).returncode == 0
+    # Anything else is refused.
+    assert refused(patch({"metadata": {"labels": {"x": "y"}}}), "labels, annotations, owners")
+    assert refused(patch({"spec": {**lift, "affinity": pin}}), "to pin it to one node by name")
+    assert refused(patch({"spec": {"affinity": simple_pin}}), "while lifting its gate")
+    assert refused(
+        patch({"spec": {**lift, "nodeSelector": {"kubernetes.io/hostname": node}}}), "node selector"
+    )
+    toleration = {"key": "k", "operator": "Exists", "effect": "NoSchedule"}
+    assert refused(patch({"spec": {**lift, "tolerations": [toleration]}}), "tolerations")
+
+    # Deletes: gang members only.
+    plain = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bystander"},
+        "spec": {"containers": [{"name": "c", "image": "pause"}]},
+    }
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(plain))
+    linked_only = {**plain, "metadata": {"name": "linked", "labels": {"scheduling.x-k8s.io/pod-group": "x"}}}
+    # phalanx.io/skip: the webhook leaves it as written (no phalanx.io/pod-group label).
+    linked_only["metadata"]["labels"]["phalanx.io/skip"] = "true"
+    for ns in (namespace, gang_namespace):
+        cluster.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(linked_only))
+
+    def delete(ns: str, pod: str) -> Any:
+        return cluster.kubectl(
+            "delete", "pod", pod, "-n", ns, "--dry-run=server", *as_controller, check=False
+        )
+
+    member = next(p for p in pods(cluster, gang_namespace) if p["metadata"]["name"] == name)
+    assert member["metadata"]["labels"][GROUP_LABEL] == "narrow"
+    assert delete(gang_namespace, name).returncode == 0
+    assert delete(gang_namespace, "linked").returncode == 0  # a foreign link in an opted-in namespace
+    assert refused(delete(namespace, "bystander"), "may delete gang members only")
+    assert refused(delete(namespace, "linked"), "may delete gang members only")  # namespace not opted in
+    assert not any(bound(p) for p in members(cluster, gang_namespace, "narrow"))
+
+
+def test_the_webhook_answers_400_and_415_to_what_is_not_an_api_server_review(phalanx: Phalanx) -> None:
+    context = ssl.create_default_context(cafile=str(phalanx.cert_dir / "ca.crt"))
+    url = f"https://127.0.0.1:{phalanx.options.webhook_port}/mutate"
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "namespace": "x"},
+    }
+
+    def post(body: dict[str, Any], content_type: str) -> tuple[int, str]:
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers={"Content-Type": content_type}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+
+    status, text = post(review, "application/json")  # no operation, no object
+    assert status == 400 and "request.operation must be" in text
+    complete = {**review, "request": {**review["request"], "operation": "CREATE", "object": {"metadata": {}}}}
+    assert post(complete, "application/json")[0] == 200
+    status, text = post(complete, "text/plain")
+    assert status == 415 and "Content-Type must be application/json" in text

@@ -1,0 +1,501 @@
+"""The gang schedulers Phalanx is compared with, run against the local cluster as local processes.
+
+Each ``System`` installs itself on a fresh ``LocalCluster`` the way its own documentation sets it
+up for gang scheduling, starts its processes (peers with the cluster's admin kubeconfig; webhooks
+registered by URL on loopback with certificates from ``certs/``), and says how its users express a
+gang: a ``batch/v1`` Job of ``size`` pods plus whatever the system needs beside it.
+
+- ``phalanx``: plain Jobs in a namespace labelled ``phalanx.io/gang-scheduling=enabled``.
+- ``coscheduling`` (scheduler-plugins): a second kube-scheduler with the Coscheduling profile of
+  ``manifests/coscheduling/scheduler-config.yaml`` plus the PodGroup controller; a
+  ``scheduling.x-k8s.io`` PodGroup and the pod label ``scheduling.x-k8s.io/pod-group``.
+- ``kueue``: ``cmd/kueue`` with the ``batch/job`` integration and ``waitForPodsReady``
+  (``blockAdmission``), one ClusterQueue whose quota is the whole fleet and a LocalQueue per
+  namespace; Jobs carry ``kueue.x-k8s.io/queue-name``. Pods are placed by the stock scheduler.
+- ``volcano``: ``vc-scheduler`` with the chart's default configuration and
+  ``vc-controller-manager``; a ``scheduling.volcano.sh`` PodGroup in the default queue, pods with
+  the annotation ``scheduling.k8s.io/group-name`` and ``schedulerName: volcano``.
+
+Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from tests.localcluster import procs
+from tests.localcluster.cluster import REPO, LocalCluster
+from tests.localcluster.phalanx import Phalanx, PhalanxOptions
+from tests.localcluster.stages import RUN_FOR_ANNOTATION
+
+BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
+GANG_LABEL = "bench.phalanx.io/gang"
+PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano")
+# Every scheduler that binds pods talks to the apiserver at the same rate in every run.
+SCHEDULER_QPS = 100
+SCHEDULER_BURST = 200
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+
+JSON = dict[str, Any]
+
+
+def _log(message: str) -> None:
+    print(f"[peers {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def build_peers(
+    names: tuple[str, ...] = ("coscheduling", "kueue", "volcano", "kai"),
+) -> dict[str, Path | None]:
+    """Build what is missing; name -> binary directory, or None where it cannot be built here."""
+    found: dict[str, Path | None] = {}
+    for name in names:
+        result = subprocess.run(
+            ["bash", str(BUILD_SCRIPT), name],
+            stdout=subprocess.PIPE,
+            stderr=sys.stderr,
+            text=True,
+            check=False,
+        )
+        for line in result.stdout.splitlines():
+            peer, _, where = line.partition("\t")
+            found[peer] = None if where == "BLOCKED" else Path(where)
+        found.setdefault(name, None)
+    return found
+
+
+def blocker(name: str) -> str:
+    """The recorded reason a peer could not be built (empty when there is none)."""
+    cache = Path(os.environ.get("PHALANX_CACHE", Path.home() / ".cache" / "phalanx")) / "bin" / "peers"
+    texts = [p.read_text().strip() for p in sorted(cache.glob(f"{name}*.blocked"))]
+    return "\n".join(texts)
+
+
+def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
+    """The Job every system runs: ``size`` pods of ``gpus`` GPUs each, completing after ``run_for``."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {GANG_LABEL: name}},
+        "spec": {
+            "parallelism": size,
+            "completions": size,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {
+                    "labels": {GANG_LABEL: name},
+                    "annotations": {RUN_FOR_ANNOTATION: run_for},
+                },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "pause",
+                            "resources": {
+                                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                                "limits": {"nvidia.com/gpu": str(gpus)},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _read_yaml_docs(path: Path) -> list[JSON]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@dataclass
+class System:
+    """One gang scheduler: install, start, express a gang, stop."""
+
+    name: str
+    cluster: LocalCluster
+    bin_dir: Path | None = None
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    @property
+    def dir(self) -> Path:
+        return self.cluster.config.workdir / "peers" / self.name
+
+    # ---- to override ---------------------------------------------------------------------------
+    def up(self) -> None:
+        raise NotImplementedError
+
+    def prepare_namespace(self, namespace: str) -> None:
+        """Whatever a namespace needs before users submit gangs to it."""
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        raise NotImplementedError
+
+    # ---- shared --------------------------------------------------------------------------------
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.processes.items() if p.poll() is None}
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        log = (self.dir / f"{name}.log").open("ab")
+        self._logs.append(log)
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig), **(env or {})},
+            cwd=self.dir,
+        )
+        self.processes[name] = process
+        return process
+
+    def wait_http(self, url: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"{self.name}: process exited with {process.returncode}; see {self.dir}")
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=context) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"{self.name}: {url} not ready after {timeout:.0f}s; see {self.dir}")
+
+    def apply_files(self, paths: list[Path]) -> None:
+        objects = [doc for p in paths for doc in _read_yaml_docs(p)]
+        self.cluster.apply_objects(objects, "--force-conflicts")
+        for obj in objects:
+            if obj.get("kind") == "CustomResourceDefinition":
+                self.cluster.kubectl(
+                    "wait", "--for=condition=Established", f"crd/{obj['metadata']['name']}", "--timeout=60s"
+                )
+
+    def down(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        self.processes.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+
+
+class PhalanxSystem(System):
+    def up(self) -> None:
+        self.phalanx = Phalanx(self.cluster, PhalanxOptions())
+        self.phalanx.up()
+        assert self.phalanx.webhook is not None and self.phalanx.controller is not None
+        self.processes = {"webhook": self.phalanx.webhook, "controller": self.phalanx.controller}
+
+    def prepare_namespace(self, namespace: str) -> None:
+        self.cluster.kubectl(
+            "label", "namespace", namespace, "phalanx.io/gang-scheduling=enabled", "--overwrite"
+        )
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        return [job(namespace, name, size, gpus, run_for)]
+
+    def down(self) -> None:
+        self.phalanx.down()
+        self.processes.clear()
+
+
+class CoschedulingSystem(System):
+    SCHEDULER_NAME = "scheduler-plugins-scheduler"
+
+    def up(self) -> None:
+        assert self.bin_dir is not None
+        manifests = self.bin_dir / "manifests" / "manifests"
+        self.apply_files(
+            [manifests / "coscheduling" / "crd.yaml", manifests / "capacityscheduling" / "crd.yaml"]
+        )
+        stock = _read_yaml_docs(manifests / "coscheduling" / "scheduler-config.yaml")[0]
+        config = copy.deepcopy(stock)
+        config["clientConnection"] = {
+            "kubeconfig": str(self.cluster.kubeconfig),
+            "qps": SCHEDULER_QPS,
+            "burst": SCHEDULER_BURST,
+        }
+        # A second scheduler beside the cluster's own, as scheduler-plugins installs it.
+        config["profiles"][0]["schedulerName"] = self.SCHEDULER_NAME
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config_path = self.dir / "scheduler-config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        port = procs.free_port()
+        kubeconfig = str(self.cluster.kubeconfig)
+        scheduler = self.spawn(
+            "scheduler",
+            [
+                str(self.bin_dir / "kube-scheduler"),
+                f"--config={config_path}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                "--v=1",
+            ],
+        )
+        self.spawn(
+            "controller",
+            [
+                str(self.bin_dir / "controller"),
+                f"--metricsAddr=127.0.0.1:{procs.free_port()}",
+                f"--probeAddr=127.0.0.1:{procs.free_port()}",
+                f"--qps={SCHEDULER_QPS}",
+                f"--burst={SCHEDULER_BURST}",
+            ],
+        )
+        self.wait_http(f"https://127.0.0.1:{port}/healthz", scheduler)
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        body = job(namespace, name, size, gpus, run_for)
+        template = body["spec"]["template"]
+        template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = name
+        template["spec"]["schedulerName"] = self.SCHEDULER_NAME
+        group = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": size},
+        }
+        return [group, body]
+
+
+class KueueSystem(System):
+    QUEUE = "bench"
+
+    def up(self) -> None:
+        assert self.bin_dir is not None
+        manifests = self.bin_dir / "manifests" / "config" / "components"
+        self.apply_files(sorted((manifests / "crd" / "bases").glob("*.yaml")))
+        cert_dir = self.dir / "certs"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "certs", "generate", "--out", str(cert_dir), "--ip", "127.0.0.1"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        self._install_metrics_certificate(cert_dir)
+        webhook_port = procs.free_port()
+        health_port = procs.free_port()
+        self._register_webhooks(manifests / "webhook" / "manifests.yaml", webhook_port, cert_dir / "ca.crt")
+        config = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"port": webhook_port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "clientConnection": {"qps": 50, "burst": 100},
+            # Kueue's all-or-nothing mode: admit one workload at a time until its pods are ready.
+            "waitForPodsReady": {"timeout": "5m", "blockAdmission": True},
+            "integrations": {"frameworks": ["batch/job"]},
+        }
+        config_path = self.dir / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        kueue = self.spawn(
+            "kueue",
+            [
+                str(self.bin_dir / "kueue"),
+                f"--config={config_path}",
+                "--feature-gates=VisibilityOnDemand=false",
+                f"--kubeconfig={self.cluster.kubeconfig}",
+            ],
+        )
+        self.wait_http(f"http://127.0.0.1:{health_port}/readyz", kueue)
+        fleet = self.cluster.config.fleet
+        nodes = fleet.gpu_nodes + fleet.cpu_nodes
+        self.cluster.apply_objects(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ResourceFlavor",
+                    "metadata": {"name": "default"},
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "ClusterQueue",
+                    "metadata": {"name": "fleet"},
+                    "spec": {
+                        "namespaceSelector": {},
+                        "resourceGroups": [
+                            {
+                                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                                "flavors": [
+                                    {
+                                        "name": "default",
+                                        "resources": [
+                                            {"name": "cpu", "nominalQuota": str(nodes * 64)},
+                                            {"name": "memory", "nominalQuota": f"{nodes * 512}Gi"},
+                                            {"name": "nvidia.com/gpu", "nominalQuota": str(fleet.total_gpus)},
+                                        ],
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                },
+            ]
+        )
+
+    @staticmethod
+    def _install_metrics_certificate(cert_dir: Path) -> None:
+        """Kueue v0.15 without its internal certificate management reads its metrics certificate
+        from a fixed path (cmd/kueue/main.go) and exits without one: put ours there."""
+        target = KUEUE_METRICS_CERT_DIR
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for name in ("tls.crt", "tls.key"):
+                shutil.copyfile(cert_dir / name, target / name)
+        except OSError as err:
+            raise RuntimeError(
+                f"kueue needs its metrics certificate in {target} (it is not configurable): {err}"
+            ) from err
+
+    def _register_webhooks(self, path: Path, port: int, ca_file: Path) -> None:
+        """Kueue's own webhook configurations, for Jobs and Kueue's objects, pointed at loopback."""
+        ca = base64.b64encode(ca_file.read_bytes()).decode()
+        wanted = ("batch-v1-job", "kueue-x-k8s-io")
+        configs = []
+        for doc in _read_yaml_docs(path):
+            hooks = []
+            for hook in doc.get("webhooks", []):
+                service = hook["clientConfig"].get("service", {})
+                if not any(w in service.get("path", "") for w in wanted):
+                    continue
+                local = copy.deepcopy(hook)
+                local["clientConfig"] = {"url": f"https://127.0.0.1:{port}{service['path']}", "caBundle": ca}
+                hooks.append(local)
+            doc["webhooks"] = hooks
+            doc["metadata"]["name"] = f"kueue-{doc['metadata']['name']}"
+            configs.append(doc)
+        self.cluster.apply_objects(configs, "--force-conflicts")
+
+    def prepare_namespace(self, namespace: str) -> None:
+        self.cluster.apply_objects(
+            [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta2",
+                    "kind": "LocalQueue",
+                    "metadata": {"name": self.QUEUE, "namespace": namespace},
+                    "spec": {"clusterQueue": "fleet"},
+                }
+            ]
+        )
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        body = job(namespace, name, size, gpus, run_for)
+        body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = self.QUEUE
+        return [body]
+
+
+class VolcanoSystem(System):
+    SCHEDULER_NAME = "volcano"
+
+    def up(self) -> None:
+        assert self.bin_dir is not None
+        manifests = self.bin_dir / "manifests"
+        self.apply_files(
+            sorted((manifests / "config" / "crd" / "volcano" / "bases").glob("*.yaml"))
+            + sorted((manifests / "config" / "crd" / "jobflow" / "bases").glob("*.yaml"))
+        )
+        self.cluster.kubectl("create", "namespace", "volcano-system", check=False)
+        conf = manifests / "installer" / "helm" / "chart" / "volcano" / "config" / "volcano-scheduler.conf"
+        health = procs.free_port()
+        kubeconfig = f"--kubeconfig={self.cluster.kubeconfig}"
+        common = [kubeconfig, f"--kube-api-qps={SCHEDULER_QPS}", f"--kube-api-burst={SCHEDULER_BURST}"]
+        scheduler = self.spawn(
+            "scheduler",
+            [
+                str(self.bin_dir / "vc-scheduler"),
+                *common,
+                f"--scheduler-conf={conf}",
+                f"--scheduler-name={self.SCHEDULER_NAME}",
+                "--leader-elect=false",
+                "--enable-healthz=true",
+                f"--healthz-address=127.0.0.1:{health}",
+                f"--listen-address=127.0.0.1:{procs.free_port()}",
+                f"--cache-dump-dir={self.dir}",
+                "--logtostderr",
+                "-v=1",
+            ],
+        )
+        controller_health = procs.free_port()
+        controller = self.spawn(
+            "controller-manager",
+            [
+                str(self.bin_dir / "vc-controller-manager"),
+                *common,
+                "--leader-elect=false",
+                f"--scheduler-name={self.SCHEDULER_NAME}",
+                "--enable-healthz=true",
+                f"--healthz-address=127.0.0.1:{controller_health}",
+                "--logtostderr",
+                "-v=1",
+            ],
+        )
+        self.wait_http(f"http://127.0.0.1:{health}/healthz", scheduler)
+        self.wait_http(f"http://127.0.0.1:{controller_health}/healthz", controller)
+        # vc-scheduler creates the default queue itself; wait for it.
+        deadline = time.monotonic() + 60
+        while self.cluster.kubectl("get", "queues.scheduling.volcano.sh", "default", check=False).returncode:
+            if time.monotonic() > deadline:
+                raise TimeoutError("volcano: the default queue was not created")
+            time.sleep(0.5)
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        body = job(namespace, name, size, gpus, run_for)
+        template = body["spec"]["template"]
+        template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = name
+        template["spec"]["schedulerName"] = self.SCHEDULER_NAME
+        group = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "minMember": size,
+                "queue": "default",
+                "minResources": {"nvidia.com/gpu": str(size * gpus), "cpu": str(size), "memory": f"{size}Gi"},
+            },
+        }
+        return [group, body]
+
+
+SYSTEMS: dict[str, type[System]] = {
+    "phalanx": PhalanxSystem,
+    "coscheduling": CoschedulingSystem,
+    "kueue": KueueSystem,
+    "volcano": VolcanoSystem,
+}
+
+
+def make_system(name: str, cluster: LocalCluster, bin_dir: Path | None) -> System:
+    return SYSTEMS[name](name=name, cluster=cluster, bin_dir=bin_dir)

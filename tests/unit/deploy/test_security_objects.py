@@ -1,0 +1,96 @@
+"""The objects that guard the gang gate and tenants' access: in every install, naming the real
+controller identity, and matching what the controller actually sends (README "Security")."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared import constants as c
+
+from .manifests import DEPLOY, NAMESPACE, Obj, kustomize, load, named, of_kind
+
+POLICIES = {
+    "phalanx-gang-gate",
+    "phalanx-admission-record",
+    "phalanx-controller-pod-updates",
+    "phalanx-controller-pod-deletes",
+    "phalanx-controller-podgroup-deletes",
+}
+CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
+PODGROUP_GROUPS = {"scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.run.ai"}
+
+
+def _policies() -> list[Obj]:
+    return load(DEPLOY / "base/admission-policies.yaml")
+
+
+@pytest.mark.parametrize("overlay", ["default", "local", "with-cert-manager"])
+def test_every_install_carries_the_policies_and_their_bindings(overlay: str) -> None:
+    objects = kustomize(DEPLOY / overlay)
+    policies = {p["metadata"]["name"] for p in of_kind(objects, "ValidatingAdmissionPolicy")}
+    assert policies == POLICIES
+    for binding in of_kind(objects, "ValidatingAdmissionPolicyBinding"):
+        assert binding["spec"]["validationActions"] == ["Deny"]
+    bound = {b["spec"]["policyName"] for b in of_kind(objects, "ValidatingAdmissionPolicyBinding")}
+    assert bound == POLICIES
+
+
+def test_policies_fail_closed_and_name_the_controller_that_rbac_binds() -> None:
+    objects = _policies()
+    binding = named(load(DEPLOY / "base/controller-rbac.yaml"), "ClusterRoleBinding", "phalanx-controller")
+    subject = binding["subjects"][0]
+    assert f"system:serviceaccount:{subject['namespace']}:{subject['name']}" == CONTROLLER_USER
+    for policy in of_kind(objects, "ValidatingAdmissionPolicy"):
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        text = str(policy["spec"])
+        assert "system:serviceaccount:" in text
+        assert text.count("system:serviceaccount:") == text.count(CONTROLLER_USER), policy["metadata"]["name"]
+
+
+def test_the_gate_and_admission_record_names_are_phalanx_s() -> None:
+    gate = named(_policies(), "ValidatingAdmissionPolicy", "phalanx-gang-gate")
+    assert f"'{c.GATE}'" in str(gate["spec"])
+    record = named(_policies(), "ValidatingAdmissionPolicy", "phalanx-admission-record")
+    assert f"'{c.ADMISSION_ANNOTATION}'" in str(record["spec"])
+    groups = {g for rule in record["spec"]["matchConstraints"]["resourceRules"] for g in rule["apiGroups"]}
+    assert groups == PODGROUP_GROUPS
+    deletes = named(_policies(), "ValidatingAdmissionPolicy", "phalanx-controller-pod-deletes")
+    # Every link the controller groups members by (shared/grouplink.py) lets it delete in an
+    # opted-in namespace; nothing else does.
+    for key in (*c.GROUP_LINK_LABELS, *c.GROUP_LINK_ANNOTATIONS):
+        assert f"'{key}'" in str(deletes["spec"]), key
+    # PodGroups: only the ones it made itself (retired when a user's of another kind arrives).
+    retire = named(_policies(), "ValidatingAdmissionPolicy", "phalanx-controller-podgroup-deletes")
+    assert f"'{c.MANAGED_BY_LABEL}'" in str(retire["spec"]) and f"'{c.MANAGED_BY_PHALANX}'" in str(
+        retire["spec"]
+    )
+
+
+def test_tenants_read_podgroups_with_view_and_write_them_with_edit() -> None:
+    roles = {r["metadata"]["name"]: r for r in of_kind(load(DEPLOY / "base/tenant-rbac.yaml"), "ClusterRole")}
+    view, edit = roles["phalanx-podgroups-view"], roles["phalanx-podgroups-edit"]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in edit["metadata"]["labels"]
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    for role in (view, edit):
+        for rule in role["rules"]:
+            assert set(rule["apiGroups"]) == PODGROUP_GROUPS
+    assert {v for r in view["rules"] for v in r["verbs"]} == {"get", "list", "watch"}
+    # Status is Phalanx's to write.
+    assert all("podgroups/status" not in r["resources"] for r in edit["rules"])
+
+
+def test_network_policy_admits_the_webhook_port_from_addresses_only() -> None:
+    (policy,) = load(DEPLOY / "components/network-policy/network-policy.yaml")
+    webhook = named(
+        load(DEPLOY / "components/workloads/webhook-deployment.yaml"), "Deployment", "phalanx-webhook"
+    )
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"].items()
+        <= webhook["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    admission = [r for r in policy["spec"]["ingress"] if {"protocol": "TCP", "port": 9443} in r["ports"]]
+    assert len(admission) == 1
+    peers = admission[0]["from"]
+    assert peers and all(set(peer) == {"ipBlock"} for peer in peers)  # no pod or namespace selectors
