@@ -165,19 +165,6 @@ KINDS: dict[GVK, WorkloadKind] = {
     TRAINJOB: WorkloadKind("TrainJob", no_templates, lambda _: 1),
 }
 
-# Kinds whose objects own the gang of everything made below them (PodGroup owner), by
-# (API group, kind). A JobSet made by a TrainJob, or a launcher Job made by an MPIJob, does not.
-TOP_LEVEL_KINDS = frozenset(
-    {
-        ("kubeflow.org", "MPIJob"),
-        ("jobset.x-k8s.io", "JobSet"),
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
-        ("ray.io", "RayCluster"),
-        ("ray.io", "RayJob"),
-        ("trainer.kubeflow.org", "TrainJob"),
-    }
-)
-
 # LeaderWorkerSet labels each pod with its group's index (its own pod webhook does).
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"

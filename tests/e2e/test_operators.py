@@ -308,6 +308,21 @@ def test_each_leaderworkerset_group_is_a_gang_of_its_own(
     pool.add(1, gpus=3)
     eventually(lambda: count_bound(cluster, ns, group(2)) == 3, 60, what="the third group bound")
 
+    # A worker lost: LeaderWorkerSet recreates its whole group (RecreateGroupOnPodRestart), which
+    # forms again whole; the other groups run on untouched.
+    others = {p["metadata"]["uid"] for i in (1, 2) for p in live(cluster, ns, group(i))}
+    first = {p["metadata"]["uid"] for p in live(cluster, ns, group(0))}
+    worker = next(p for p in live(cluster, ns, group(0)) if p["metadata"]["name"].endswith("-1"))
+    cluster.kubectl("delete", "pod", worker["metadata"]["name"], "-n", ns, "--wait=false")
+
+    def group_reformed() -> bool:
+        now = live(cluster, ns, group(0))
+        fresh = [p for p in now if p["metadata"]["uid"] not in first]
+        return len(fresh) == 3 and all(bound(p) for p in fresh)
+
+    eventually(group_reformed, 90, what="group 0 recreated and bound whole")
+    assert {p["metadata"]["uid"] for i in (1, 2) for p in live(cluster, ns, group(i))} == others
+
 
 # ---- TrainJob -------------------------------------------------------------------------------------
 def test_a_trainjob_is_one_gang_owned_by_the_trainjob(
@@ -335,6 +350,8 @@ def test_a_trainjob_is_one_gang_owned_by_the_trainjob(
 
     pool.add(1, gpus=2)
     eventually(lambda: count_bound(cluster, ns, selector) == 3, 60, what="all 3 nodes bound")
+
+    replace_one_member(cluster, ns, selector, 3)
 
 
 def test_a_raycluster_grows_beyond_min_replicas_as_elastic_members(

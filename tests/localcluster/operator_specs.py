@@ -50,6 +50,9 @@ class OperatorSpec:
     # False: registered, but matching no request (the operator needs the configuration to exist).
     webhooks_called: bool = True
     secrets: tuple[tuple[str, str], ...] = ()  # (namespace, name) of empty Secrets it fills itself
+    # Where it reads its serving certificate from, fixed (in a Pod, its Secret is mounted there):
+    # given ours if that directory holds none, so its webhook server can start.
+    fixed_cert_dir: str | None = None
 
 
 def _controller_runtime_config(api_version: str, ports: Ports, cert_dir: Path) -> str:
@@ -175,6 +178,7 @@ SPECS: dict[str, OperatorSpec] = {
             webhook_config_name="validator.trainer.kubeflow.org",
             webhooks_called=False,
             secrets=(("kubeflow-system", "kubeflow-trainer-webhook-cert"),),
+            fixed_cert_dir="/tmp/k8s-webhook-server/serving-certs",
         ),
     )
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -166,6 +167,12 @@ class Operators:
         workdir.mkdir(parents=True, exist_ok=True)
         if spec.webhooks:
             self._certs()
+        if spec.fixed_cert_dir:
+            fixed = Path(spec.fixed_cert_dir)
+            fixed.mkdir(parents=True, exist_ok=True)
+            for name in ("tls.crt", "tls.key"):
+                if not (fixed / name).exists():
+                    shutil.copyfile(self._certs() / name, fixed / name)
         launch = spec.launch(home / spec.name, ports, workdir)
         for file_name, content in launch.files.items():
             (workdir / file_name).write_text(content)

@@ -236,3 +236,31 @@ def test_a_trainjob_is_only_warned_about_kueue() -> None:
     mutation, _ = run(trainjob, TRAINJOB)
     assert not mutation.ops
     assert any("Kueue" in w and "team" in w for w in mutation.warnings)
+
+
+@pytest.mark.parametrize(
+    ("gvk", "spec"),
+    [
+        (JOBSET, {"replicatedJobs": "x"}),
+        (
+            JOBSET,
+            {
+                "replicatedJobs": [
+                    5,
+                    {"template": []},
+                    {"replicas": "2", "template": {"spec": {"template": 3}}},
+                ]
+            },
+        ),
+        (JOBSET, {"replicatedJobs": [{"dependsOn": "x"}], "startupPolicy": []}),
+        (LEADERWORKERSET, {"leaderWorkerTemplate": "x", "startupPolicy": 1}),
+        (LEADERWORKERSET, {"leaderWorkerTemplate": {"size": "3", "workerTemplate": {"spec": []}}}),
+        (RAYCLUSTER, {"headGroupSpec": [], "workerGroupSpecs": [None, {"minReplicas": "x", "template": 1}]}),
+        (TRAINJOB, {"suspend": "yes"}),
+    ],
+)
+def test_malformed_operator_objects_are_admitted_without_error(gvk: GVK, spec: Any) -> None:
+    """Custom resources reach the webhook before schema validation: wrong types are tolerated."""
+    body = {"apiVersion": "/".join(gvk[:2]), "kind": gvk[2], "metadata": {"name": "m"}, "spec": spec}
+    mutation, _ = run(body, gvk)
+    assert mutation.allowed
