@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(systems: list[str], names: list[str], full: bool) -> None:
-    built = build_peers(tuple(s for s in (*systems, "kai") if s != "phalanx"))
+    built = build_peers(tuple(s for s in (*systems, "kai") if not s.startswith("phalanx")))
     if "trace" in names and trace_path() is None:
         print("trace scenario skipped: no trace slice (set PHALANX_PEERS_TRACE to a Philly-format CSV)")
         names = [n for n in names if n != "trace"]
@@ -97,7 +97,7 @@ def run(systems: list[str], names: list[str], full: bool) -> None:
             if earlier.get("size") == doc["size"] and earlier.get("title") == doc["title"]:
                 doc["systems"] = {k: v for k, v in earlier.get("systems", {}).items() if k not in systems}
         for system in systems:
-            if system != "phalanx" and built.get(system) is None:
+            if not system.startswith("phalanx") and built.get(system) is None:
                 doc["not_run"][system] = blocker(system) or "not built"
                 continue
             try:
