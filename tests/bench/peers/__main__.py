@@ -134,7 +134,7 @@ def print_report(names: list[str]) -> int:
         doc = json.loads(path.read_text())
         if not doc["systems"]:
             continue
-        title = f"{doc['title']} ({doc['size']}; {doc['notes']})"
+        title = f"{doc['title']} ({'; '.join(x for x in (doc['size'], doc['notes']) if x)})"
         sections.append(report.table(title, doc["systems"], report.METRICS[name]))
         sections.append(report.table(f"Cost during: {doc['title']}", doc["systems"], report.COST))
         for system, figures in doc["systems"].items():
