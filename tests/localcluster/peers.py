@@ -32,7 +32,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import yaml
 
@@ -206,8 +206,13 @@ class System:
 
 
 class PhalanxSystem(System):
+    # Controller settings beyond the e2e defaults (none: Phalanx as installed).
+    controller_env: ClassVar[dict[str, str]] = {}
+
     def up(self) -> None:
-        self.phalanx = Phalanx(self.cluster, PhalanxOptions())
+        options = PhalanxOptions()
+        options.controller_env.update(self.controller_env)
+        self.phalanx = Phalanx(self.cluster, options)
         self.phalanx.up()
         assert self.phalanx.webhook is not None and self.phalanx.controller is not None
         self.processes = {"webhook": self.phalanx.webhook, "controller": self.phalanx.controller}
@@ -223,6 +228,12 @@ class PhalanxSystem(System):
     def down(self) -> None:
         self.phalanx.down()
         self.processes.clear()
+
+
+class PhalanxReservingSystem(PhalanxSystem):
+    """Phalanx with its opt-in starvation protection (a gang waiting 10 s gets a reservation)."""
+
+    controller_env: ClassVar[dict[str, str]] = {"PHALANX_CONTROLLER_STARVATION_AGE_SECONDS": "10"}
 
 
 class CoschedulingSystem(System):
@@ -491,6 +502,7 @@ class VolcanoSystem(System):
 
 SYSTEMS: dict[str, type[System]] = {
     "phalanx": PhalanxSystem,
+    "phalanx-reserve": PhalanxReservingSystem,
     "coscheduling": CoschedulingSystem,
     "kueue": KueueSystem,
     "volcano": VolcanoSystem,

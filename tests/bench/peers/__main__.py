@@ -5,7 +5,7 @@ then runs every scenario for every system, each alone on a fresh local cluster, 
 ``out/bench/peers/<scenario>.json`` (plus ``cost.json`` and ``summary.md``) and prints one table per
 scenario with Phalanx ÷ the best peer. Not part of ``make test``.
 
-    python -m tests.bench.peers                       # full sizes (what docs/benchmarks.md shows)
+    python -m tests.bench.peers                       # full sizes (for the published quiet run)
     python -m tests.bench.peers --size small          # every scenario end to end, a few minutes each
     python -m tests.bench.peers --systems phalanx,kueue --scenarios burst
 """
@@ -29,6 +29,8 @@ from tests.localcluster.cluster import REPO
 from tests.localcluster.peers import PEER_NAMES, blocker, build_peers
 
 OUT = REPO / "out" / "bench" / "peers"
+# Phalanx settings worth seeing beside the default in one scenario (a default run includes them).
+VARIANTS = {"starvation": ["phalanx-reserve"]}
 VERSIONS = {
     "coscheduling": "sigs.k8s.io/scheduler-plugins v0.34.7",
     "kueue": "sigs.k8s.io/kueue v0.15.0",
@@ -56,22 +58,27 @@ def machine() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.peers", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.peers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--size", choices=["small", "full"], default="full")
-    parser.add_argument("--systems", default=",".join(PEER_NAMES))
+    parser.add_argument("--systems", default="", help=f"default: {','.join(PEER_NAMES)} (+ variants)")
     parser.add_argument("--scenarios", default=",".join(BUILDERS))
     parser.add_argument("--report-only", action="store_true", help="print the tables from out/bench/peers")
     args = parser.parse_args(argv)
-    systems = [s for s in args.systems.split(",") if s]
+    systems = [s for s in args.systems.split(",") if s] or list(PEER_NAMES)
+    variants = VARIANTS if not args.systems else {}
     names = [s for s in args.scenarios.split(",") if s]
     OUT.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        run(systems, names, args.size == "full")
+        run(systems, names, args.size == "full", variants)
     return print_report(names)
 
 
-def run(systems: list[str], names: list[str], full: bool) -> None:
-    built = build_peers(tuple(s for s in (*systems, "kai") if s != "phalanx"))
+def run(systems: list[str], names: list[str], full: bool, variants: dict[str, list[str]]) -> None:
+    built = build_peers(tuple(s for s in (*systems, "kai") if not s.startswith("phalanx")))
     if "trace" in names and trace_path() is None:
         print("trace scenario skipped: no trace slice (set PHALANX_PEERS_TRACE to a Philly-format CSV)")
         names = [n for n in names if n != "trace"]
@@ -79,6 +86,7 @@ def run(systems: list[str], names: list[str], full: bool) -> None:
     for name in names:
         sc = scenario(name, full)
         path = OUT / f"{name}.json"
+        running = [*systems, *variants.get(name, [])]
         doc: dict[str, Any] = {
             "scenario": name,
             "title": sc.title,
@@ -95,9 +103,9 @@ def run(systems: list[str], names: list[str], full: bool) -> None:
         if path.is_file():  # keep the other systems' figures from an earlier run of the same size
             earlier = json.loads(path.read_text())
             if earlier.get("size") == doc["size"] and earlier.get("title") == doc["title"]:
-                doc["systems"] = {k: v for k, v in earlier.get("systems", {}).items() if k not in systems}
-        for system in systems:
-            if system != "phalanx" and built.get(system) is None:
+                doc["systems"] = {k: v for k, v in earlier.get("systems", {}).items() if k not in running}
+        for system in running:
+            if not system.startswith("phalanx") and built.get(system) is None:
                 doc["not_run"][system] = blocker(system) or "not built"
                 continue
             try:
@@ -134,7 +142,7 @@ def print_report(names: list[str]) -> int:
         doc = json.loads(path.read_text())
         if not doc["systems"]:
             continue
-        title = f"{doc['title']} ({doc['size']}; {doc['notes']})"
+        title = f"{doc['title']} ({'; '.join(x for x in (doc['size'], doc['notes']) if x)})"
         sections.append(report.table(title, doc["systems"], report.METRICS[name]))
         sections.append(report.table(f"Cost during: {doc['title']}", doc["systems"], report.COST))
         for system, figures in doc["systems"].items():

@@ -85,8 +85,9 @@ def _cell(value: float | None) -> str:
 
 def table(title: str, results: dict[str, dict[str, Any]], metrics: tuple[Metric, ...]) -> str:
     """A Markdown table: one row per metric, one column per system, then Phalanx ÷ best peer."""
-    systems = list(results)
-    peers = [s for s in systems if s != "phalanx"]
+    order = {name: i for i, name in enumerate(("phalanx", "coscheduling", "kueue", "volcano"))}
+    systems = sorted(results, key=lambda s: (order.get(s, len(order)), s))
+    peers = [s for s in systems if not s.startswith("phalanx")]  # phalanx-* are Phalanx variants
     header = ["metric", *systems, "Phalanx ÷ best peer"]
     lines = [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for metric in metrics:
