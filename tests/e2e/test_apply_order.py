@@ -158,3 +158,28 @@ def test_a_gang_that_could_never_run_once_complete_says_so_while_members_arrive(
     message = podgroup(cluster, gang_namespace, "huge")["status"]["message"]
     assert message.startswith("3 of 10000 members exist, and all 10000 could never run together")
     assert all(gated(p) for p in group_pods(cluster, gang_namespace, "huge"))
+
+
+def test_a_podgroup_deleted_under_a_running_gang_is_made_again_with_its_admission(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, pooled_job("kept", 3, pool))
+    eventually(lambda: n_bound(cluster, gang_namespace, "kept") == 3, 30, what="the gang runs")
+    before = podgroup(cluster, gang_namespace, "kept")
+    uids = {p["metadata"]["uid"] for p in group_pods(cluster, gang_namespace, "kept")}
+    cluster.kubectl("delete", "podgroups.scheduling.sigs.k8s.io", "kept", "-n", gang_namespace)
+
+    def recreated() -> dict[str, Any] | None:
+        pg = podgroup(cluster, gang_namespace, "kept")
+        return pg if pg["metadata"]["uid"] != before["metadata"]["uid"] else None
+
+    again = eventually(recreated, 20, what="the PodGroup made again")
+    # With the admission it carried: the running members stay admitted, nothing re-forms.
+    assert again["metadata"]["annotations"]["phalanx.io/admission"]
+    eventually(
+        lambda: podgroup(cluster, gang_namespace, "kept").get("status", {}).get("phase") == "Running",
+        20,
+        what="Running again on the new PodGroup",
+    )
+    assert {p["metadata"]["uid"] for p in group_pods(cluster, gang_namespace, "kept")} == uids
