@@ -424,3 +424,46 @@ def test_an_mpijob_launcher_that_waits_for_its_workers_joins_their_running_gang(
         60,
         what="the launcher bound beside its running workers",
     )
+
+
+def test_the_raycluster_a_rayjob_makes_is_one_gang_owned_by_the_rayjob(
+    cluster: LocalCluster, operators: Operators, gang_namespace: str, pool: NodePool
+) -> None:
+    operators.ensure("kuberay")
+    ns, name = gang_namespace, "batch"
+    template = {"spec": {"nodeSelector": pool.selector, "containers": [{**_container(1), "name": "ray"}]}}
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name},
+        "spec": {
+            "entrypoint": "python train.py",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": template},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": 2,
+                        "minReplicas": 2,
+                        "maxReplicas": 2,
+                        "rayStartParams": {},
+                        "template": template,
+                    }
+                ],
+            },
+        },
+    }
+    pool.add(1, gpus=2)  # head + 2 workers need 3
+    apply(cluster, ns, rayjob)
+    clusters = eventually(
+        lambda: cluster.kubectl_json("get", "rayclusters", "-n", ns)["items"],
+        60,
+        what="the RayJob's RayCluster",
+    )
+    group = clusters[0]["metadata"]["name"]
+    selector = f"ray.io/cluster={group}"
+    wait_blocked(cluster, ns, selector, group, 3)
+    assert owner_kinds(cluster, ns, group) == {"RayJob"}
+
+    pool.add(1, gpus=1)
+    eventually(lambda: count_bound(cluster, ns, selector) == 3, 60, what="head + 2 workers bound")
