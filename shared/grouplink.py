@@ -54,7 +54,8 @@ def workload_ref(spec: Mapping[str, object] | None) -> tuple[str, str, str] | No
     return workload, pod_group, replica if isinstance(replica, str) else ""
 
 
-def _positive_int(value: object) -> int | None:
+def positive_int(value: object) -> int | None:
+    """An integer >= 1 written as a label or annotation value, or None."""
     try:
         number = int(str(value))
     except ValueError:
@@ -69,7 +70,7 @@ def declared_min_available(labels: Mapping[str, str] | None) -> int | None:
     readers of the size must not depend on which link won.
     """
     value = (labels or {}).get(c.COSCHEDULING_MIN_AVAILABLE_LABEL)
-    return None if value is None else _positive_int(value)
+    return None if value is None else positive_int(value)
 
 
 def resolve(
@@ -85,7 +86,7 @@ def resolve(
         if isinstance(value, str) and value:
             min_available = None
             if key == c.COSCHEDULING_LABEL:
-                min_available = _positive_int(labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL))
+                min_available = positive_int(labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL))
             return GroupLink(value, f"label {key}", min_available)
     for key in c.GROUP_LINK_ANNOTATIONS:
         value = annotations.get(key)

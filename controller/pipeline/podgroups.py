@@ -86,7 +86,9 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
         )
         return Sizing(min_count, f"Workload {workload} minCount", owner, pod.workload)
     owner = _owner_of(members)
-    explicit = [m for p in members if (m := _positive(p.annotations.get(c.MIN_MEMBER_ANNOTATION)))]
+    explicit = [
+        m for p in members if (m := grouplink.positive_int(p.annotations.get(c.MIN_MEMBER_ANNOTATION)))
+    ]
     explicit += [m for p in members if (m := grouplink.declared_min_available(p.labels))]
     if explicit:
         return Sizing(max(explicit), "the members' declared size", owner)
@@ -98,14 +100,6 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     if inferred:
         return Sizing(inferred, "the workload spec", owner)
     return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by label {c.POD_GROUP_LABEL})")
-
-
-def _positive(value: str | None) -> int | None:
-    try:
-        number = int(value or "")
-    except ValueError:
-        return None
-    return number if number > 0 else None
 
 
 def waiting_message(sizing: Sizing) -> str:

@@ -197,18 +197,10 @@ class Reconciler:
             if not any(p.uid in gang.admitted and is_live(p) and not p.bound for p in view.members):
                 continue
             due = (view.last_admitted_at or gang.admitted_at) + self.bind_timeout
-            if now < due:
-                self.queue.add_after(key, due - now + 0.05)
-                continue
-            try:
-                await self.executor.roll_back(
-                    view,
-                    f"only {bound} of {gang.min_member} admitted members bound "
-                    f"within {self.bind_timeout:.0f}s",
-                )
-            except Exception as err:
-                log.warning("rollback failed", extra={"gang": str(key), "error": str(err)})
-                failed.add(key)
+            reason = (
+                f"only {bound} of {gang.min_member} admitted members bound within {self.bind_timeout:.0f}s"
+            )
+            await self._roll_back_when_due(view, due, now, reason, "rolled-back", failed)
 
     async def _degraded(
         self,
@@ -225,20 +217,25 @@ class Reconciler:
             since = view.degraded_since
             if since is None or isinstance(decisions.get(key), Admit):
                 continue
-            due = since + self.degraded_timeout
-            if now < due:
-                self.queue.add_after(key, due - now + 0.05)
-                continue
             running = sum(1 for p in view.members if p.bound and not p.finished and not p.terminating)
-            try:
-                await self.executor.roll_back(
-                    view,
-                    f"ran with {running} of {view.gang.min_member} members for {self.degraded_timeout:.0f}s",
-                    why="degraded",
-                )
-            except Exception as err:
-                log.warning("re-queueing a degraded gang failed", extra={"gang": str(key), "error": str(err)})
-                failed.add(key)
+            reason = f"ran with {running} of {view.gang.min_member} members for {self.degraded_timeout:.0f}s"
+            await self._roll_back_when_due(
+                view, since + self.degraded_timeout, now, reason, "degraded", failed
+            )
+
+    async def _roll_back_when_due(
+        self, view: GangView, due: float, now: float, reason: str, why: str, failed: set[Hashable]
+    ) -> None:
+        """Re-queue the gang whole once ``due`` has passed; until then, come back to it then."""
+        key = view.podgroup.key
+        if now < due:
+            self.queue.add_after(key, due - now + 0.05)
+            return
+        try:
+            await self.executor.roll_back(view, reason, why=why)
+        except Exception as err:
+            log.warning("rollback failed", extra={"gang": str(key), "why": why, "error": str(err)})
+            failed.add(key)
 
     async def _timeouts(
         self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float

@@ -68,3 +68,16 @@ def set_pod_quota(cluster: LocalCluster, namespace: str, name: str, pods: int) -
         20,
         what=f"quota of {pods} pods in force",
     )
+
+
+def group_pods(cluster: LocalCluster, namespace: str, group: str) -> list[dict[str, Any]]:
+    """The gang's members (by the canonical label) that are not being deleted."""
+    return [
+        p
+        for p in pods(cluster, namespace, f"{GROUP_LABEL}={group}")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def n_bound(cluster: LocalCluster, namespace: str, group: str) -> int:
+    return sum(1 for p in group_pods(cluster, namespace, group) if bound(p))

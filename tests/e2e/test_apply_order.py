@@ -7,22 +7,12 @@ from typing import Any
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import GROUP_LABEL, apply, bound, events, gated, podgroup, pods, set_pod_quota
+from tests.e2e.kube import apply, bound, events, gated, group_pods, n_bound, podgroup, set_pod_quota
 from tests.e2e.test_controller import pooled_job
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 
 COSCHEDULING = "pod-group.scheduling.sigs.k8s.io/name"
-
-
-def group_pods(cluster: LocalCluster, ns: str, group: str) -> list[dict[str, Any]]:
-    return [
-        p for p in pods(cluster, ns, f"{GROUP_LABEL}={group}") if not p["metadata"].get("deletionTimestamp")
-    ]
-
-
-def n_bound(cluster: LocalCluster, ns: str, group: str) -> int:
-    return sum(1 for p in group_pods(cluster, ns, group) if bound(p))
 
 
 def has_podgroup(cluster: LocalCluster, ns: str, name: str) -> bool:

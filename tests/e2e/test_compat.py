@@ -16,7 +16,7 @@ import yaml
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import GROUP_LABEL, bound, events, gated, podgroup, pods, set_pod_quota
+from tests.e2e.kube import bound, events, gated, group_pods, n_bound, podgroup, pods, set_pod_quota
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 
@@ -55,16 +55,6 @@ def apply_manifest(
         "apply", "--server-side", "--field-manager=e2e", "-n", namespace, "-f", "-", input=body
     )
     return result.stderr
-
-
-def group_pods(cluster: LocalCluster, ns: str, group: str) -> list[dict[str, Any]]:
-    return [
-        p for p in pods(cluster, ns, f"{GROUP_LABEL}={group}") if not p["metadata"].get("deletionTimestamp")
-    ]
-
-
-def n_bound(cluster: LocalCluster, ns: str, group: str) -> int:
-    return sum(1 for p in group_pods(cluster, ns, group) if bound(p))
 
 
 def test_coscheduling_pytorch_statefulset(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from tests.conftest import NodePool
-from tests.e2e.kube import apply, events, gated, podgroup
-from tests.e2e.test_compat import apply_manifest, group_pods, n_bound
+from tests.e2e.kube import apply, events, gated, group_pods, n_bound, podgroup
+from tests.e2e.test_compat import apply_manifest
 from tests.e2e.test_controller import count_bound, members, pooled_job
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
