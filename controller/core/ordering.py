@@ -29,7 +29,12 @@ def _local_order(gang: Gang) -> tuple[int, float, str]:
 
 def ordered(gangs: Iterable[Gang]) -> list[Gang]:
     """Gangs in pass order."""
-    out = sorted(gangs, key=gang_order)
+    return reranked_locally(sorted(gangs, key=gang_order))
+
+
+def reranked_locally(out: list[Gang]) -> list[Gang]:
+    """``out`` (sorted by ``gang_order``) with each namespace's gangs of equal priority re-ranked by
+    their PodGroups' own priority, in place; a no-op (no work) when no gang sets one."""
     if all(g.local_priority is None for g in out):
         return out
     places: dict[tuple[str, int], list[int]] = {}

@@ -20,7 +20,7 @@ from controller.core.capacity import GPU, Capacity, ResourceIndex, Vector
 from controller.core.config import PlannerConfig
 from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
-from controller.core.ordering import gang_order, ordered
+from controller.core.ordering import gang_order, reranked_locally
 from controller.core.placement import FitMemo
 from controller.core.queues import QueueBook
 from controller.core.shapes import ShapeBook
@@ -45,7 +45,7 @@ def unique_gangs(gangs: Iterable[Gang]) -> list[Gang]:
         if key not in seen:
             seen.add(key)
             out.append(gang)
-    return ordered(out)
+    return reranked_locally(out)  # already sorted by gang_order: only the local re-rank is left
 
 
 def is_live(pod: Pod) -> bool:
