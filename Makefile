@@ -49,7 +49,7 @@ demo: $(STAMP) binaries
 bench: $(STAMP) binaries
 	$(PY) -m tests.bench
 
-# Phalanx beside Coscheduling, Kueue and Volcano on the same local cluster (builds the peers it
+# Phalanx beside Coscheduling, Kueue, Volcano and KAI on the same local cluster (builds the peers it
 # lacks; about an hour on a quiet machine). Not part of `make test`. PEERS_ARGS="--size small" etc.
 bench-peers: $(STAMP) binaries
 	$(PY) -m tests.bench.peers $(PEERS_ARGS)
@@ -66,7 +66,7 @@ clean:
 
 # ---- install: the container image and the in-cluster install tier (tests/install) ----
 .PHONY: image install-test install-test-if-possible kind-demo
-# localhost/phalanx:<version> with docker or podman; see README "The in-cluster install".
+# localhost/phalanx:<version> with docker or podman; see docs/operations.md "The image".
 image:
 	@bash tests/install/image.sh >/dev/null
 
@@ -75,7 +75,7 @@ install-test: $(STAMP) binaries
 	@nice -n 10 bash tests/localcluster/build-binaries.sh --node >/dev/null
 	$(PY) -m pytest -m install -q -rs --durations=10 tests/install
 
-# The same install on a kind cluster (podman provider, node image made locally); README "kind".
+# The same install on a kind cluster (podman provider, node image made locally); docs/operations.md "Trying it on kind".
 kind-demo: $(STAMP) binaries
 	@bash tests/kind/demo.sh
 

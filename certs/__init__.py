@@ -1,7 +1,7 @@
 """Webhook TLS: a private CA and a serving certificate (``cryptography``), written to files for
 the webhook to load, kept in a Secret and injected as ``caBundle`` when running in-cluster.
 
-Pure parts (``issue``, ``check``, ``cabundle``, ``names``, ``bundle``, ``pem``) take ``now`` as a
-parameter; I/O lives in ``files`` (local disk), ``kube`` (the only module that talks to the API
-server) and ``bootstrap`` (the in-cluster loop, written against the ``api.CertAPI`` Protocol).
+``bundle`` makes and judges the certificates (pure: ``now`` is a parameter); ``files`` keeps them
+on local disk; ``kube`` is the Kubernetes side -- the Secret, the caBundle and the in-pod bootstrap,
+written against its ``CertAPI`` Protocol; ``__main__`` is ``python -m certs``.
 """

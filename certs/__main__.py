@@ -16,12 +16,21 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from certs import names, pem
-from certs.api import NotFoundError
-from certs.bootstrap import BootstrapConfig, inject_ca, reconcile, run
+from certs.bundle import CA_CRT, SERVING_DAYS, TLS_CRT, load_certs
 from certs.files import ensure_local
-from certs.issue import SERVING_DAYS
-from certs.kube import KubeCertAPI
+from certs.kube import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_SECRET,
+    DEFAULT_SERVICE,
+    DEFAULT_WEBHOOK_CONFIG,
+    BootstrapConfig,
+    KubeCertAPI,
+    NotFoundError,
+    inject_ca,
+    reconcile,
+    run,
+    service_dns_names,
+)
 from shared.logging import configure_logging
 
 PROG = "python -m certs"
@@ -39,16 +48,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    dns = args.dns or [*names.service_dns_names(names.DEFAULT_SERVICE, names.DEFAULT_NAMESPACE), "localhost"]
+    dns = args.dns or [*service_dns_names(DEFAULT_SERVICE, DEFAULT_NAMESPACE), "localhost"]
     ips = args.ip or ["127.0.0.1"]
     outcome = ensure_local(Path(args.out), dns, ips, datetime.now(UTC), days=args.days, force=args.force)
-    print(f"{outcome}: {Path(args.out) / 'tls.crt'} (CA {Path(args.out) / 'ca.crt'})")
+    print(f"{outcome}: {Path(args.out) / TLS_CRT} (CA {Path(args.out) / CA_CRT})")
     return 0
 
 
 def _inject(args: argparse.Namespace) -> int:
     ca_pem = Path(args.ca_file).read_bytes()
-    pem.load_certs(ca_pem)  # refuse to inject something that is not a certificate
+    load_certs(ca_pem)  # refuse to inject something that is not a certificate
     patched = asyncio.run(_inject_async(args.kubeconfig, args.webhook_config, ca_pem))
     name = args.webhook_config
     print(f"caBundle set on {patched} webhook(s) of {name}" if patched else f"caBundle of {name} is current")
@@ -70,7 +79,7 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
 
 async def _bootstrap_async(args: argparse.Namespace) -> None:
-    cfg = BootstrapConfig(
+    config = BootstrapConfig(
         namespace=args.namespace,
         secret=args.secret,
         webhook_config=args.webhook_config,
@@ -80,41 +89,45 @@ async def _bootstrap_async(args: argparse.Namespace) -> None:
     )
     async with await KubeCertAPI.connect(args.kubeconfig) as api:
         if args.once:
-            await reconcile(api, cfg, datetime.now(UTC))
+            await reconcile(api, config, datetime.now(UTC))
         else:
-            await run(api, cfg, clock=lambda: datetime.now(UTC), sleep=asyncio.sleep, interval=args.interval)
+            await run(
+                api, config, clock=lambda: datetime.now(UTC), sleep=asyncio.sleep, interval=args.interval
+            )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="Phalanx webhook certificates.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    gen = commands.add_parser("generate", help="write ca.crt, ca.key, tls.crt, tls.key (idempotent)")
-    gen.add_argument("--out", required=True, help="directory to write to")
-    gen.add_argument("--dns", action="append", help="DNS SAN (repeatable; default: the Service names)")
-    gen.add_argument("--ip", action="append", help="IP SAN (repeatable; default: 127.0.0.1)")
-    gen.add_argument("--days", type=_positive_int, default=SERVING_DAYS, help="serving cert lifetime")
-    gen.add_argument("--force", action="store_true", help="reissue even if the current cert is fine")
-    gen.set_defaults(func=_generate)
+    generate = commands.add_parser("generate", help="write ca.crt, ca.key, tls.crt, tls.key (idempotent)")
+    generate.add_argument("--out", required=True, help="directory to write to")
+    generate.add_argument("--dns", action="append", help="DNS SAN (repeatable; default: the Service names)")
+    generate.add_argument("--ip", action="append", help="IP SAN (repeatable; default: 127.0.0.1)")
+    generate.add_argument("--days", type=_positive_int, default=SERVING_DAYS, help="serving cert lifetime")
+    generate.add_argument("--force", action="store_true", help="reissue even if the current cert is fine")
+    generate.set_defaults(func=_generate)
 
-    inj = commands.add_parser("inject", help="set caBundle on every webhook of a configuration")
-    inj.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
-    inj.add_argument("--webhook-config", default=names.DEFAULT_WEBHOOK_CONFIG)
-    inj.add_argument("--ca-file", required=True, help="PEM file with the CA certificate(s)")
-    inj.set_defaults(func=_inject)
+    inject = commands.add_parser("inject", help="set caBundle on every webhook of a configuration")
+    inject.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    inject.add_argument("--webhook-config", default=DEFAULT_WEBHOOK_CONFIG)
+    inject.add_argument("--ca-file", required=True, help="PEM file with the CA certificate(s)")
+    inject.set_defaults(func=_inject)
 
-    boot = commands.add_parser("bootstrap", help="in-cluster: keep Secret, caBundle and cert files right")
-    boot.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", names.DEFAULT_NAMESPACE))
-    boot.add_argument("--secret", default=names.DEFAULT_SECRET)
-    boot.add_argument("--webhook-config", default=names.DEFAULT_WEBHOOK_CONFIG)
-    boot.add_argument("--service", default=names.DEFAULT_SERVICE)
-    boot.add_argument("--cert-dir", required=True, help="where the webhook loads tls.crt/tls.key from")
-    boot.add_argument("--days", type=_positive_int, default=SERVING_DAYS, help="serving cert lifetime")
-    boot.add_argument("--interval", type=float, default=60.0, help="seconds between checks")
-    boot.add_argument("--once", action="store_true", help="reconcile once and exit")
-    boot.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
-    boot.add_argument("--log-level", default="info")
-    boot.set_defaults(func=_bootstrap)
+    bootstrap = commands.add_parser(
+        "bootstrap", help="in-cluster: keep Secret, caBundle and cert files right"
+    )
+    bootstrap.add_argument("--namespace", default=os.environ.get("POD_NAMESPACE", DEFAULT_NAMESPACE))
+    bootstrap.add_argument("--secret", default=DEFAULT_SECRET)
+    bootstrap.add_argument("--webhook-config", default=DEFAULT_WEBHOOK_CONFIG)
+    bootstrap.add_argument("--service", default=DEFAULT_SERVICE)
+    bootstrap.add_argument("--cert-dir", required=True, help="where the webhook loads tls.crt/tls.key from")
+    bootstrap.add_argument("--days", type=_positive_int, default=SERVING_DAYS, help="serving cert lifetime")
+    bootstrap.add_argument("--interval", type=float, default=60.0, help="seconds between checks")
+    bootstrap.add_argument("--once", action="store_true", help="reconcile once and exit")
+    bootstrap.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    bootstrap.add_argument("--log-level", default="info")
+    bootstrap.set_defaults(func=_bootstrap)
     return parser
 
 

@@ -9,9 +9,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from certs.bundle import CA_CRT, CA_KEY, PRIVATE, TLS_CRT, TLS_KEY, CertBundle
-from certs.check import problem_with
-from certs.issue import CA_DAYS, SERVING_DAYS, reissue
+from certs.bundle import (
+    CA_CRT,
+    CA_DAYS,
+    CA_KEY,
+    PRIVATE,
+    SERVING_DAYS,
+    TLS_CRT,
+    TLS_KEY,
+    CertBundle,
+    problem_with,
+    reissue,
+)
 
 Outcome = Literal["unchanged", "created", "renewed"]
 # Written in this order: the webhook reloads when tls.crt changes, so it goes last.

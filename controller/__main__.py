@@ -1,39 +1,28 @@
-"""``phalanx-controller``: the gang controller."""
+"""``phalanx-controller``: the gang controller. Every ControllerSettings field is a flag
+(shared.cli); flags override ``PHALANX_CONTROLLER_*`` environment variables, which override the
+defaults."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
 import signal
 import sys
-
-from pydantic import ValidationError
+from collections.abc import Sequence
 
 from controller.api.kube import KubeClient
 from controller.runtime.app import Controller, LeadershipLost
 from controller.runtime.config import ControllerSettings
+from shared.cli import settings_from_cli
 from shared.logging import configure_logging
 
 log = logging.getLogger("controller")
 
 
-def parse_settings(argv: list[str] | None) -> ControllerSettings:
-    parser = argparse.ArgumentParser(prog="phalanx-controller", description="Phalanx gang controller")
-    fields = ControllerSettings.model_fields
-    for name, info in fields.items():
-        flag = "--" + name.replace("_", "-")
-        annotation = info.annotation
-        if annotation is bool:
-            parser.add_argument(
-                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=info.description
-            )
-        else:
-            parser.add_argument(flag, dest=name, default=None, help=info.description)
-    args = parser.parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if v is not None}
-    return ControllerSettings(**overrides)
+def parse_settings(argv: Sequence[str] | None = None) -> ControllerSettings:
+    """Settings from defaults, environment and ``argv``; exits 2 with a message if invalid."""
+    return settings_from_cli(ControllerSettings, argv, prog="phalanx-controller")
 
 
 async def _main(settings: ControllerSettings) -> None:
@@ -52,12 +41,8 @@ async def _main(settings: ControllerSettings) -> None:
             await kube.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        settings = parse_settings(argv)
-    except ValidationError as err:  # as the webhook does: a message, not a traceback
-        print(f"phalanx-controller: invalid settings:\n{err}", file=sys.stderr)
-        return 2
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_settings(argv)
     configure_logging(settings.log_level, json=settings.log_json)
     code = 0
     try:

@@ -2,6 +2,7 @@
 
 from typing import Final
 
+# The prefix of every Phalanx label and annotation.
 DOMAIN: Final = "phalanx.io"
 
 # Opt-in: a namespace labelled with this key and value is gang-scheduled.
@@ -19,7 +20,9 @@ SKIP: Final = "phalanx.io/skip"
 
 # Workload annotations that override what is inferred.
 MIN_MEMBER_ANNOTATION: Final = "phalanx.io/min-member"
+# Seconds a gang may wait for a placement (workload or PodGroup).
 SCHEDULE_TIMEOUT_ANNOTATION: Final = "phalanx.io/schedule-timeout-seconds"
+# pinned (default): each member pinned to its planned node; free: the scheduler picks.
 PLACEMENT_ANNOTATION: Final = "phalanx.io/placement"
 PLACEMENT_PINNED: Final = "pinned"
 PLACEMENT_FREE: Final = "free"
@@ -43,10 +46,15 @@ PODGROUP_KIND: Final = "PodGroup"
 
 # Accepted pod -> group links (normalised by the webhook to POD_GROUP_LABEL), in precedence order.
 COSCHEDULING_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/name"
+# The lightweight Coscheduling form: the gang size on the pods themselves.
 COSCHEDULING_MIN_AVAILABLE_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/min-available"
+# Alibaba ACS: the gang a pod belongs to.
 ACS_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
+# Current scheduler-plugins: the gang a pod belongs to.
 SCHEDULER_PLUGINS_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+# NVIDIA KAI: the gang a pod belongs to (annotation).
 KAI_ANNOTATION: Final = "scheduling.run.ai/pod-group"
+# Volcano: the gang a pod belongs to (annotation).
 VOLCANO_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 
 GROUP_LINK_LABELS: Final = (POD_GROUP_LABEL, COSCHEDULING_LABEL, ACS_LABEL, SCHEDULER_PLUGINS_LABEL)
@@ -56,14 +64,19 @@ GROUP_LINK_ANNOTATIONS: Final = (KAI_ANNOTATION, VOLCANO_ANNOTATION)
 DEFAULT_FOREIGN_GANG_SCHEDULERS: Final = ("scheduler-plugins-scheduler", "kai-scheduler", "volcano")
 DEFAULT_SCHEDULER: Final = "default-scheduler"
 
+# The resource the planner counts as GPUs (placement order, messages, queues).
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+# The node label kubectl phalanx and the docs name nodes by (pins use the node's name itself).
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 
 # Queues: which queue a gang belongs to. The namespace label names its default; a workload, pod or
 # PodGroup label (or the PodGroup's spec.queue) overrides it. KAI's and Kueue's links are accepted.
 QUEUE_LABEL: Final = "phalanx.io/queue"
+# KAI's queue link, accepted as a queue link.
 KAI_QUEUE_LABEL: Final = "runai/queue"
+# Kueue's queue link, accepted as a queue link (and warned about: Kueue keeps such workloads suspended).
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 QUEUE_LINK_LABELS: Final = (QUEUE_LABEL, KAI_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
+# The API group of Phalanx's Queue (cluster-scoped).
 QUEUE_GROUP: Final = "scheduling.phalanx.io"
 QUEUE_VERSION: Final = "v1alpha1"

@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from shared import constants as c
+from shared import constants
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ def declared_min_available(labels: Mapping[str, str] | None) -> int | None:
     Once the webhook has added the canonical label, ``resolve`` reports that link instead, so
     readers of the size must not depend on which link won.
     """
-    value = (labels or {}).get(c.COSCHEDULING_MIN_AVAILABLE_LABEL)
+    value = (labels or {}).get(constants.COSCHEDULING_MIN_AVAILABLE_LABEL)
     return None if value is None else positive_int(value)
 
 
@@ -81,14 +81,14 @@ def resolve(
     """The group link of an object, or None. The canonical label wins, then the foreign forms."""
     labels = labels or {}
     annotations = annotations or {}
-    for key in c.GROUP_LINK_LABELS:
+    for key in constants.GROUP_LINK_LABELS:
         value = labels.get(key)
         if isinstance(value, str) and value:
             min_available = None
-            if key == c.COSCHEDULING_LABEL:
-                min_available = positive_int(labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL))
+            if key == constants.COSCHEDULING_LABEL:
+                min_available = positive_int(labels.get(constants.COSCHEDULING_MIN_AVAILABLE_LABEL))
             return GroupLink(value, f"label {key}", min_available)
-    for key in c.GROUP_LINK_ANNOTATIONS:
+    for key in constants.GROUP_LINK_ANNOTATIONS:
         value = annotations.get(key)
         if isinstance(value, str) and value:
             return GroupLink(value, f"annotation {key}")
@@ -104,4 +104,4 @@ def is_truthy(value: object) -> bool:
 
 def skipped(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> bool:
     """True when the object opted out with ``phalanx.io/skip: "true"`` (label or annotation)."""
-    return is_truthy((labels or {}).get(c.SKIP)) or is_truthy((annotations or {}).get(c.SKIP))
+    return is_truthy((labels or {}).get(constants.SKIP)) or is_truthy((annotations or {}).get(constants.SKIP))

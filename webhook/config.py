@@ -18,11 +18,21 @@ KEY_FILE = "tls.key"
 NameList = Annotated[frozenset[str], NoDecode]
 
 
+class Names(frozenset[str]):
+    """A default name list, shown by ``--help`` as it is written on the command line."""
+
+    def __str__(self) -> str:
+        return ",".join(sorted(self))
+
+
 class WebhookSettings(BaseSettings):
+    """Phalanx mutating admission webhook: gang scheduling gates on pods and workloads."""
+
     model_config = SettingsConfigDict(env_prefix="PHALANX_WEBHOOK_", frozen=True)
 
-    # In cluster the pod IP must be reachable; locally pass --bind-address 127.0.0.1.
-    bind_address: str = "0.0.0.0"
+    bind_address: str = Field(
+        "0.0.0.0", description="address of both ports; in a cluster the pod IP must be reachable"
+    )
     port: int = Field(default=9443, ge=0, le=65535, description="TLS admission port")
     health_port: int = Field(default=8080, ge=0, le=65535, description="plain HTTP /healthz /readyz /metrics")
     cert_dir: Path = Field(
@@ -31,27 +41,45 @@ class WebhookSettings(BaseSettings):
     cert_reload_seconds: float = Field(
         default=5.0, gt=0, description="how often a renewed certificate is picked up"
     )
-    # The API server's own request limit (3 MiB): no review it sends is larger.
-    max_body_bytes: int = Field(default=3 * 1024 * 1024, ge=1024)
-    # A body must arrive whole within this time; stalled uploads are cut (HTTP 408).
-    body_read_timeout_seconds: float = Field(default=2.0, gt=0)
-    # Large bodies (over 64 KiB, or of unknown length) read at once; another waits, then gets 503.
-    max_concurrent_large_bodies: int = Field(default=8, ge=1)
-    body_slot_wait_seconds: float = Field(default=1.0, ge=0)
+    max_body_bytes: int = Field(
+        default=3 * 1024 * 1024,
+        ge=1024,
+        description="larger requests get HTTP 413 (the API server's own request limit: no review it "
+        "sends is larger)",
+    )
+    body_read_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="a body must arrive whole within this time; stalled uploads get HTTP 408",
+    )
+    max_concurrent_large_bodies: int = Field(
+        default=8, ge=1, description="large bodies (over 64 KiB, or of unknown length) read at once"
+    )
+    body_slot_wait_seconds: float = Field(
+        default=1.0, ge=0, description="how long another large body waits for a slot, then gets HTTP 503"
+    )
     foreign_schedulers: NameList = Field(
-        frozenset(c.DEFAULT_FOREIGN_GANG_SCHEDULERS),
-        description="schedulerName values of other gang schedulers, rewritten to --target-scheduler",
+        Names(c.DEFAULT_FOREIGN_GANG_SCHEDULERS),
+        description="schedulerName values of other gang schedulers, rewritten to --target-scheduler "
+        "(comma list)",
     )
     target_scheduler: str = Field(c.DEFAULT_SCHEDULER, description="the scheduler gangs are handed to")
     excluded_namespaces: NameList = Field(
-        DEFAULT_EXCLUDED_NAMESPACES, description="never mutated, whatever their labels say"
+        Names(DEFAULT_EXCLUDED_NAMESPACES),
+        description="never mutated, whatever their labels say (comma list)",
     )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     log_json: bool = Field(True, description="JSON log lines (--no-log-json: plain text)")
-    # On SIGTERM: keep serving (unready) this long while the endpoint removal propagates...
-    shutdown_delay_seconds: float = Field(default=2.0, ge=0)
-    # ...then wait at most this long for in-flight requests (the API server's timeout is 10 s).
-    shutdown_timeout_seconds: float = Field(default=10.0, ge=0)
+    shutdown_delay_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="on SIGTERM, keep serving (unready) this long while the endpoint removal propagates",
+    )
+    shutdown_timeout_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="then wait at most this long for in-flight requests (the API server's timeout is 10 s)",
+    )
 
     @field_validator("foreign_schedulers", "excluded_namespaces", mode="before")
     @classmethod

@@ -13,12 +13,14 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from shared import constants as c
+from shared import workloads
 from shared.grouplink import GroupLink, declared_min_available, resolve, skipped
-from webhook import traps, workloads
+from shared.jsonread import get_in, obj, strings, text
+from shared.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind, per_group_link
+from webhook import traps
 from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
-from webhook.shapes import get_in, obj, strings, text
+from webhook.traps import operator_traps
 from webhook.validation import check_annotations, check_group_name
-from webhook.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind, operator_traps, per_group_link
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "phalanx-system"})
 
@@ -153,103 +155,149 @@ def _mutate_workload(
         return _skip_workload(kind, workload)
     if denial := check_annotations(annotations, kind.name):
         return Mutation(Outcome.REJECTED, reason=denial)
-
     if gvk == STATEFULSET and workloads.LWS_NAME_LABEL in labels:
         # A LeaderWorkerSet's own StatefulSet: its templates were gated with the LeaderWorkerSet,
         # each pod joins its group's gang when created, and anything added here would be taken
         # away again by the operator's next server-side apply.
         return Mutation(Outcome.SKIPPED, reason="made by a LeaderWorkerSet")
-    templates = _templates(kind, workload)
-    # One workload is one gang unless a template names its own group: the workload's own link,
-    # else the first template's, else the workload's name.
-    default = resolve(labels, annotations) or next((t.link for t in templates if t.link), None)
-    if default is None and text(meta.get("name")):
-        default = GroupLink(text(meta.get("name")), "metadata.name")
-    inferred: int | None = None  # computed once, when needed
+    try:
+        return _WorkloadMutation(gvk, kind, workload, config, labels, annotations).run()
+    except _Rejected as rejected:
+        return Mutation(Outcome.REJECTED, reason=str(rejected))
 
-    builder = PatchBuilder(workload)
-    warnings: list[str] = []
-    summaries: list[str] = []
-    unnamed: list[str] = []
-    groups: list[str] = []
-    for template in templates:
-        if not isinstance(template.body, dict):
-            warnings.append(f"phalanx: {template.where} is not an object; its pods are not gang-scheduled")
-            continue
-        if skipped(template.labels, template.annotations):
-            continue
-        link = template.link or (None if kind.grouped_per_pod else default)
-        if link is None and kind.grouped_per_pod:
-            if not _gate_per_group(builder, template, kind, workload, annotations, warnings):
-                continue
-            groups.append(f"{text(meta.get('name'))}-<group>")
-            summaries.append(
-                f"phalanx: {template.where} pods join the gang of their {kind.name} group "
-                f"({_pods(kind.gang_size(workload))} each, named <name>-<group index>) and wait at gate "
-                f"{c.GATE} until the group fits"
+
+class _Rejected(Exception):
+    """A template whose annotations or group name the webhook refuses (the reason is the message)."""
+
+
+class _WorkloadMutation:
+    """Gate every pod template of one workload: one gang per workload unless a template names its
+    own group (the workload's own link, else the first template's, else the workload's name)."""
+
+    def __init__(
+        self,
+        gvk: GVK,
+        kind: WorkloadKind,
+        workload: dict[str, Any],
+        config: MutationConfig,
+        labels: dict[str, str],
+        annotations: dict[str, str],
+    ) -> None:
+        self.gvk, self.kind, self.workload, self.config = gvk, kind, workload, config
+        self.labels, self.annotations = labels, annotations
+        self.name = text(get_in(workload, "metadata", "name"))
+        self.owned = owned_by_workload(obj(workload.get("metadata")))
+        self.templates = _templates(kind, workload)
+        self.default = resolve(labels, annotations) or next((t.link for t in self.templates if t.link), None)
+        if self.default is None and self.name:
+            self.default = GroupLink(self.name, "metadata.name")
+        self.builder = PatchBuilder(workload)
+        self.warnings: list[str] = []
+        self.summaries: list[str] = []
+        self.unnamed: list[str] = []  # templates whose gang cannot be named
+        self.groups: list[str] = []
+        self._inferred: int | None = None  # the spec's gang size, computed once when needed
+
+    def run(self) -> Mutation:
+        for template in self.templates:
+            if not isinstance(template.body, dict):
+                self.warnings.append(
+                    f"phalanx: {template.where} is not an object; its pods are not gang-scheduled"
+                )
+            elif not skipped(template.labels, template.annotations):
+                self._template(template)
+        if self.unnamed:
+            self.warnings.append(
+                f"phalanx: {self.kind.name} has no metadata.name (generateName) and no group link, so "
+                f"its gang cannot be named; {', '.join(self.unnamed)} not gang-scheduled (set label "
+                f"{c.POD_GROUP_LABEL} there)"
             )
-            continue
-        if link is None:
+        if not self.groups:
+            # Nothing to gate here (a TrainJob: the Trainer's JobSet is gated), but a suspension still
+            # keeps the gang from ever forming.
+            self.warnings += traps.kueue_managed(self.kind.name, self.workload)
+            return Mutation(Outcome.SKIPPED, warnings=self.warnings, reason="no pod template to gate")
+        self.warnings += self._traps()
+        return _finish(self.builder, self.summaries + self.warnings, self.groups[0])
+
+    def _template(self, template: _Template) -> None:
+        link = template.link or (None if self.kind.grouped_per_pod else self.default)
+        if link is None and self.kind.grouped_per_pod:
+            self._per_group(template)
+        elif link is None:
             # Only generateName: the API server picks the name after admission, so the gang cannot
             # be named from it here. Rare for workloads (manifests use fixed names); a group link
             # on the template avoids it.
-            unnamed.append(template.where)
-            continue
+            self.unnamed.append(template.where)
+        else:
+            self._linked(template, link)
+
+    def _per_group(self, template: _Template) -> None:
+        if not _gate_per_group(
+            self.builder, template, self.kind, self.workload, self.annotations, self.warnings
+        ):
+            return
+        self.groups.append(f"{self.name}-<group>")
+        self.summaries.append(
+            f"phalanx: {template.where} pods join the gang of their {self.kind.name} group "
+            f"({_pods(self.kind.gang_size(self.workload))} each, named <name>-<group index>) and wait at "
+            f"gate {c.GATE} until the group fits"
+        )
+
+    def _linked(self, template: _Template, link: GroupLink) -> None:
         denial = check_annotations(template.annotations, template.where)
         if denial := denial or check_group_name(link.name, link.source):
-            return Mutation(Outcome.REJECTED, reason=denial)
-        # The lightweight Coscheduling label carries the gang size itself.
-        size = declared_min_available(template.labels) or declared_min_available(labels)
-        if size is None and owned_by_workload(meta):
-            # Made by another workload's controller from a template the webhook already sized
-            # for the whole gang (mpi-operator's launcher Job): that size stands.
-            size = _positive(template.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
-        if size is None:
-            inferred = size = inferred or kind.gang_size(workload)
-        mark = len(builder.ops)
+            raise _Rejected(denial)
+        size = self._size(template)
+        mark = len(self.builder.ops)
         try:
-            scope = _scope(builder, template)
+            scope = _scope(self.builder, template)
             changed = _gate_template(
                 scope,
                 template,
                 group=link.name,
                 size=size,
-                workload_annotations={**workload_queue(labels), **annotations},
+                workload_annotations={**workload_queue(self.labels), **self.annotations},
             )
-            rewritten = _rewrite_scheduler(scope, template.body.get("spec"), config, template.where)
+            rewritten = _rewrite_scheduler(scope, template.body.get("spec"), self.config, template.where)
         except ShapeError as err:
-            del builder.ops[mark:]  # leave this template as it was
-            warnings.append(f"phalanx: {err}; pods of {template.where} are not gang-scheduled")
-            continue
-        groups.append(link.name)
-        warnings += rewritten
+            del self.builder.ops[mark:]  # leave this template as it was
+            self.warnings.append(f"phalanx: {err}; pods of {template.where} are not gang-scheduled")
+            return
+        self.groups.append(link.name)
+        self.warnings += rewritten
         if changed:
             # The size the controller will use: a min-member annotation wins over the inferred one.
             override = template.annotations.get(c.MIN_MEMBER_ANNOTATION)
-            count = int(override or annotations.get(c.MIN_MEMBER_ANNOTATION) or size)
-            summaries.append(
+            count = int(override or self.annotations.get(c.MIN_MEMBER_ANNOTATION) or size)
+            self.summaries.append(
                 f"phalanx: {template.where} pods join gang {link.name!r} (from {link.source}, "
                 f"{_pods(count)}) and wait at gate {c.GATE} until all fit"
             )
 
-    if unnamed:
-        warnings.append(
-            f"phalanx: {kind.name} has no metadata.name (generateName) and no group link, so its gang cannot "
-            f"be named; {', '.join(unnamed)} not gang-scheduled (set label {c.POD_GROUP_LABEL} there)"
-        )
-    if not groups:
-        # Nothing to gate here (a TrainJob: the Trainer's JobSet is gated), but a suspension still
-        # keeps the gang from ever forming.
-        warnings += workloads.kueue_managed(kind.name, workload)
-        return Mutation(Outcome.SKIPPED, warnings=warnings, reason="no pod template to gate")
-    if gvk == STATEFULSET:
-        warnings += traps.ordered_ready(builder, workload)
-    if kind.deadline_path:
-        warnings += traps.active_deadline(workload, kind.deadline_path, kind.name)
-    if gvk == JOB:
-        warnings += traps.disruptions_count_as_failures(builder, workload)
-    warnings += operator_traps(gvk, builder, workload)
-    return _finish(builder, summaries + warnings, groups[0])
+    def _size(self, template: _Template) -> int:
+        # The lightweight Coscheduling label carries the gang size itself.
+        size = declared_min_available(template.labels) or declared_min_available(self.labels)
+        if size is None and self.owned:
+            # Made by another workload's controller from a template the webhook already sized
+            # for the whole gang (mpi-operator's launcher Job): that size stands.
+            size = _positive(template.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
+        if size is None:
+            if self._inferred is None:
+                self._inferred = self.kind.gang_size(self.workload)
+            size = self._inferred
+        return size
+
+    def _traps(self) -> list[str]:
+        """The workload's own settings that would deadlock its gated gang: fixed, or warned about."""
+        found = []
+        if self.gvk == STATEFULSET:
+            found += traps.ordered_ready(self.builder, self.workload)
+        if self.kind.deadline_path:
+            found += traps.active_deadline(self.workload, self.kind.deadline_path, self.kind.name)
+        if self.gvk == JOB:
+            found += traps.disruptions_count_as_failures(self.builder, self.workload)
+        return found + operator_traps(self.gvk, self.builder, self.workload)
 
 
 def _skip_workload(kind: WorkloadKind, workload: dict[str, Any]) -> Mutation:

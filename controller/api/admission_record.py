@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from shared import constants as c
+from shared import constants
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ class AdmissionRecord:
 
 
 def decode(annotations: Mapping[str, str]) -> AdmissionRecord | None:
-    raw = annotations.get(c.ADMISSION_ANNOTATION)
+    raw = annotations.get(constants.ADMISSION_ANNOTATION)
     if not raw:
         return None
     try:

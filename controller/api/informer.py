@@ -82,7 +82,11 @@ class Informer:
         iterator = stream.__aiter__()
         while True:
             try:
-                event = await asyncio.wait_for(iterator.__anext__(), self.inactivity_timeout)
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns an event that
+                # arrives in the tick the task is cancelled and drops the cancellation, so a busy
+                # stream could keep a stopping process alive.
+                async with asyncio.timeout(self.inactivity_timeout):
+                    event = await iterator.__anext__()
             except StopAsyncIteration:
                 return  # server-side timeout: resume from the last resourceVersion
             except TimeoutError:

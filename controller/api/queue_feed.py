@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from controller.api import resources as r
+from controller.api import resources
 from controller.api.kube import JSON
 from controller.api.resources import ResourceType
 from controller.api.store import Store, StoreSink
@@ -23,7 +23,7 @@ def queue_sinks(
     registry = store.queues
     sinks: dict[str, StoreSink] = {}
     for rt in types:
-        if rt in r.QUEUE_TYPES:
+        if rt in resources.QUEUE_TYPES:
             sinks[str(rt)] = StoreSink(
                 lambda raw, rt=rt: _replan(store, registry.upsert(rt, raw)),  # type: ignore[misc]
                 lambda raw, rt=rt: _replan(store, registry.delete(rt, raw)),  # type: ignore[misc]
@@ -44,5 +44,5 @@ def queue_sinks(
             inner.replace(items)
             _replan(store, registry.replace_namespaces(items))
 
-        sinks[str(r.NAMESPACES)] = StoreSink(upsert, delete, replace)
+        sinks[str(resources.NAMESPACES)] = StoreSink(upsert, delete, replace)
     return sinks

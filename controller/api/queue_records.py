@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.api import resources as r
-from controller.api.resources import ResourceType
+from controller.api.resources import QUEUES, QUEUES_KAI, ResourceType
 from controller.core.model import Pod, Queue, QueueResource
-from shared import constants as c
+from shared import constants
 from shared.quantities import QuantityError, to_int
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,7 @@ def phalanx_queue(raw: JSON) -> QueueRecord:
             _weight(body.get("overQuotaWeight", 1)),
         )
     queue = Queue(name, str(spec.get("parent") or "") or None, resources)
-    return QueueRecord(r.QUEUES, name, queue, dict(raw.get("status") or {}), "; ".join(problems) or None)
+    return QueueRecord(QUEUES, name, queue, dict(raw.get("status") or {}), "; ".join(problems) or None)
 
 
 def _kai_amount(value: object, scale: float) -> int | None:
@@ -81,7 +80,7 @@ def _kai_amount(value: object, scale: float) -> int | None:
     return None if number < 0 else int(number * scale)
 
 
-def kai_queue(raw: JSON, gpu_resource: str = c.GPU_RESOURCE) -> QueueRecord:
+def kai_queue(raw: JSON, gpu_resource: str = constants.GPU_RESOURCE) -> QueueRecord:
     """KAI's scheduling.run.ai/v2 Queue: gpu in units, cpu in millicores, memory in MB."""
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
@@ -101,12 +100,12 @@ def kai_queue(raw: JSON, gpu_resource: str = c.GPU_RESOURCE) -> QueueRecord:
             continue  # -1 and -1: the queue says nothing about this resource
         resources[resource] = QueueResource(quota or 0, limit, _weight(body.get("overQuotaWeight", 1)))
     queue = Queue(name, str(spec.get("parentQueue") or "") or None, resources)
-    return QueueRecord(r.QUEUES_KAI, name, queue, dict(raw.get("status") or {}))
+    return QueueRecord(QUEUES_KAI, name, queue, dict(raw.get("status") or {}))
 
 
 PARSERS: dict[ResourceType, Callable[[JSON], QueueRecord]] = {
-    r.QUEUES: phalanx_queue,
-    r.QUEUES_KAI: kai_queue,
+    QUEUES: phalanx_queue,
+    QUEUES_KAI: kai_queue,
 }
 
 
@@ -150,7 +149,7 @@ class QueueRegistry:
     def upsert_namespace(self, raw: JSON) -> bool:
         meta = raw.get("metadata") or {}
         name = str(meta.get("name", ""))
-        queue = str((meta.get("labels") or {}).get(c.QUEUE_LABEL, "")) or None
+        queue = str((meta.get("labels") or {}).get(constants.QUEUE_LABEL, "")) or None
         if self.namespace_queue.get(name) == queue:
             return False
         if queue is None:
@@ -171,10 +170,10 @@ class QueueRegistry:
 
 
 def _linked(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
-    for key in c.QUEUE_LINK_LABELS:
+    for key in constants.QUEUE_LINK_LABELS:
         if labels.get(key):
             return labels[key]
-    return annotations.get(c.QUEUE_LABEL) or None
+    return annotations.get(constants.QUEUE_LABEL) or None
 
 
 def member_queue(members: Iterable[Pod]) -> str | None:
@@ -184,12 +183,12 @@ def member_queue(members: Iterable[Pod]) -> str | None:
 
 
 def gang_queue(
-    spec: Mapping[str, Any],
+    spec_queue: str | None,
     labels: Mapping[str, str],
     members: Iterable[Pod],
     namespace_default: str | None,
     parent_queue: str | None = None,
 ) -> str | None:
     """Which queue a gang belongs to (see the module doc); None: no queue."""
-    own = str(spec.get("queue") or "") or labels.get(c.QUEUE_LABEL)
+    own = spec_queue or labels.get(constants.QUEUE_LABEL)
     return own or parent_queue or member_queue(members) or namespace_default or None

@@ -1,20 +1,46 @@
-"""Raw API objects -> the core's slim, immutable records.
+"""Raw API objects -> slim, immutable records: every object the controller watches is parsed here,
+once, when its event arrives (the store only keeps records).
 
-Pure functions (no I/O). Pods are parsed once, when their watch event arrives, so the store keeps
-~1 KB per pod instead of the raw object; a 50,000-pod cluster must fit in a few hundred MB.
+Pure functions (no I/O). Pods are parsed once, so the store keeps ~1 KB per pod instead of the raw
+object; a 50,000-pod cluster must fit in a few hundred MB.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.core.model import NODE_NAME_FIELD, Node, OwnerRef, Pod, Requirement, Taint, Toleration
+from controller.api.resources import ResourceType
+from controller.core.model import (
+    NODE_NAME_FIELD,
+    GangKey,
+    Node,
+    OwnerRef,
+    Pod,
+    Requirement,
+    Taint,
+    Toleration,
+)
 from controller.core.requests import effective_requests
-from shared import constants as c
-from shared import grouplink
+from shared import constants, grouplink
+from shared.jsonread import (
+    annotations_of,
+    get_in,
+    integer,
+    items,
+    labels_of,
+    metadata_of,
+    name_of,
+    namespace_of,
+    obj,
+    strings,
+    text,
+)
+from shared.podgroup import PodGroupSpec
 from shared.quantities import QuantityError, parse_resources
+from shared.workloads import KINDS
 
 
 def parse_time(value: object) -> float | None:
@@ -27,37 +53,26 @@ def parse_time(value: object) -> float | None:
         return None
 
 
-def _str_map(value: object) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): str(v) for k, v in value.items()}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def node_record(raw: Mapping[str, Any]) -> Node:
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
+    meta = metadata_of(raw)
+    spec, status = obj(raw.get("spec")), obj(raw.get("status"))
     try:
         allocatable = parse_resources(status.get("allocatable"))
     except QuantityError:
         allocatable = {}
     ready = any(
         cond.get("type") == "Ready" and cond.get("status") == "True"
-        for cond in _list(status.get("conditions"))
+        for cond in items(status.get("conditions"))
     )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
-        for t in _list(spec.get("taints"))
+        for t in items(spec.get("taints"))
         if isinstance(t, Mapping)
     )
     return Node(
         name=str(meta.get("name", "")),
         allocatable=allocatable,
-        labels=_str_map(meta.get("labels")),
+        labels=strings(meta.get("labels")),
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
@@ -66,15 +81,15 @@ def node_record(raw: Mapping[str, Any]) -> Node:
 
 def _requirements(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
     reqs = []
-    for expr in _list(term.get("matchExpressions")):
+    for expr in items(term.get("matchExpressions")):
         if isinstance(expr, Mapping):
-            values = tuple(str(v) for v in _list(expr.get("values")))
+            values = tuple(str(v) for v in items(expr.get("values")))
             reqs.append(Requirement(str(expr.get("key", "")), str(expr.get("operator", "")), values))
     # matchFields: node fields, of which the API allows only metadata.name (the node's name,
     # which need not equal its kubernetes.io/hostname label).
-    for expr in _list(term.get("matchFields")):
+    for expr in items(term.get("matchFields")):
         if isinstance(expr, Mapping):
-            values = tuple(str(v) for v in _list(expr.get("values")))
+            values = tuple(str(v) for v in items(expr.get("values")))
             key, operator = str(expr.get("key", "")), str(expr.get("operator", ""))
             reqs.append(Requirement(key, operator, values, field=True))
     return tuple(reqs)
@@ -116,18 +131,18 @@ def _unmodelled(affinity: Mapping[str, Any], spec: Mapping[str, Any]) -> str | N
         ("podAffinity", "inter-pod affinity"),
         ("podAntiAffinity", "inter-pod anti-affinity"),
     ):
-        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+        if get_in(affinity, kind, "requiredDuringSchedulingIgnoredDuringExecution"):
             reasons.append(label)
     if any(
         isinstance(t, Mapping) and t.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-        for t in _list(spec.get("topologySpreadConstraints"))
+        for t in items(spec.get("topologySpreadConstraints"))
     ):
         reasons.append("topology spread")
     return " and ".join(reasons) or None
 
 
 def owner_of(meta: Mapping[str, Any]) -> OwnerRef | None:
-    for ref in _list(meta.get("ownerReferences")):
+    for ref in items(meta.get("ownerReferences")):
         if isinstance(ref, Mapping) and ref.get("controller"):
             return OwnerRef(
                 str(ref.get("apiVersion", "")),
@@ -142,40 +157,52 @@ class InvalidPod(ValueError):
     """A pod whose requests cannot be parsed; reported on its PodGroup."""
 
 
-def pod_record(raw: Mapping[str, Any]) -> Pod:
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
-    labels = _str_map(meta.get("labels"))
-    annotations = _str_map(meta.get("annotations"))
-    try:
-        requests = effective_requests(spec)
-    except (QuantityError, ValueError) as err:
-        raise InvalidPod(f"pod {meta.get('namespace')}/{meta.get('name')}: {err}") from err
-    gates = [str(g.get("name", "")) for g in _list(spec.get("schedulingGates")) if isinstance(g, Mapping)]
-    affinity = spec.get("affinity") or {}
-    node_affinity = (affinity.get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = tuple(
-        _requirements(t) for t in _list(node_affinity.get("nodeSelectorTerms")) if isinstance(t, Mapping)
-    )
-    tolerations = tuple(
+def _required_terms(affinity: Mapping[str, Any]) -> tuple[tuple[Requirement, ...], ...]:
+    required = obj(get_in(affinity, "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"))
+    return tuple(_requirements(t) for t in items(required.get("nodeSelectorTerms")) if isinstance(t, Mapping))
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
         Toleration(
             str(t.get("key", "")),
             str(t.get("operator", "Equal")),
             str(t.get("value", "")),
             str(t.get("effect", "")),
         )
-        for t in _list(spec.get("tolerations"))
+        for t in items(spec.get("tolerations"))
         if isinstance(t, Mapping)
     )
+
+
+def _preemptible(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    return not (
+        labels.get(constants.PREEMPTIBLE, "").lower() == "false"
+        or annotations.get(constants.PREEMPTIBLE, "").lower() == "false"
+    )
+
+
+def _kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
+    """Phalanx's own annotations and the group links: all a planning pass reads (memory)."""
+    return {
+        k: v
+        for k, v in annotations.items()
+        if k.startswith(constants.DOMAIN) or k in constants.GROUP_LINK_ANNOTATIONS
+    }
+
+
+def pod_record(raw: Mapping[str, Any]) -> Pod:
+    meta = metadata_of(raw)
+    spec, status = obj(raw.get("spec")), obj(raw.get("status"))
+    labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
+    try:
+        requests = effective_requests(spec)
+    except (QuantityError, ValueError) as err:
+        raise InvalidPod(f"pod {meta.get('namespace')}/{meta.get('name')}: {err}") from err
+    gates = [str(g.get("name", "")) for g in items(spec.get("schedulingGates")) if isinstance(g, Mapping)]
+    affinity = obj(spec.get("affinity"))
     link = grouplink.resolve(labels, annotations, spec)
     ref = grouplink.workload_ref(spec)
-    preemptible = not (
-        labels.get(c.PREEMPTIBLE, "").lower() == "false"
-        or annotations.get(c.PREEMPTIBLE, "").lower() == "false"
-    )
     return Pod(
         uid=str(meta.get("uid", "")),
         namespace=str(meta.get("namespace", "")),
@@ -186,21 +213,218 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         phase=str(status.get("phase") or "Pending"),
         node_name=spec.get("nodeName") or None,
         nominated_node=status.get("nominatedNodeName") or None,
-        gated=c.GATE in gates,
-        foreign_gates=tuple(sorted(g for g in gates if g != c.GATE)),
+        gated=constants.GATE in gates,
+        foreign_gates=tuple(sorted(g for g in gates if g != constants.GATE)),
         terminating=bool(meta.get("deletionTimestamp")),
-        node_selector=_str_map(spec.get("nodeSelector")),
-        required_affinity=terms,
-        tolerations=tolerations,
+        node_selector=strings(spec.get("nodeSelector")),
+        required_affinity=_required_terms(affinity),
+        tolerations=_tolerations(spec),
         unmodelled=_unmodelled(affinity, spec),
         group=link.name if link else None,
         workload=ref[:2] if ref else None,
         owner=owner_of(meta),
         labels=labels,
-        annotations={
-            k: v for k, v in annotations.items() if k.startswith(c.DOMAIN) or k in c.GROUP_LINK_ANNOTATIONS
-        },
+        annotations=_kept_annotations(annotations),
         started=parse_time(status.get("startTime")),
-        preemptible=preemptible,
+        preemptible=_preemptible(labels, annotations),
         preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+    )
+
+
+# ---- PodGroups ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupRecord:
+    rt: ResourceType
+    namespace: str
+    name: str
+    uid: str
+    created: float
+    generation: int
+    spec: PodGroupSpec
+    status: dict[str, Any]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    owner_references: list[dict[str, Any]]
+
+    @property
+    def key(self) -> GangKey:
+        return GangKey(self.namespace, self.name)
+
+    @property
+    def managed(self) -> bool:
+        """Made by Phalanx for a gang that had none (not applied by a user)."""
+        return self.labels.get(constants.MANAGED_BY_LABEL) == constants.MANAGED_BY_PHALANX
+
+
+def podgroup_record(rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
+    meta = metadata_of(raw)
+    return PodGroupRecord(
+        rt=rt,
+        namespace=text(meta.get("namespace")),
+        name=text(meta.get("name")),
+        uid=text(meta.get("uid")),
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        generation=integer(meta.get("generation"), 0),
+        spec=PodGroupSpec.from_json(raw.get("spec")),
+        status=dict(obj(raw.get("status"))),
+        labels=strings(meta.get("labels")),
+        annotations=strings(meta.get("annotations")),
+        owner_references=[ref for ref in items(meta.get("ownerReferences")) if isinstance(ref, dict)],
+    )
+
+
+def gang_key_of(raw: Mapping[str, Any]) -> GangKey:
+    """The gang a PodGroup object is for (its namespace and name)."""
+    meta = metadata_of(raw)
+    return GangKey(text(meta.get("namespace")), text(meta.get("name")))
+
+
+# ---- cluster settings: priority classes, disruption budgets, namespaces ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    value: int
+    preemption_policy: str
+
+
+def priority_class_record(raw: Mapping[str, Any]) -> PriorityClass:
+    return PriorityClass(
+        integer(raw.get("value"), 0), text(raw.get("preemptionPolicy")) or "PreemptLowerPriority"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    namespace: str
+    name: str
+    match_labels: Mapping[str, str]
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]
+    disruptions_allowed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def selects(self, pod: Pod) -> bool:
+        if pod.namespace != self.namespace:
+            return False
+        if any(pod.labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for key, op, values in self.match_expressions:
+            present = key in pod.labels
+            if op == "In" and pod.labels.get(key) not in values:
+                return False
+            if op == "NotIn" and present and pod.labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+
+def budget_key_of(raw: Mapping[str, Any]) -> str:
+    meta = metadata_of(raw)
+    return f"{text(meta.get('namespace'))}/{text(meta.get('name'))}"
+
+
+def budget_record(raw: Mapping[str, Any]) -> DisruptionBudget:
+    meta = metadata_of(raw)
+    selector = obj(get_in(raw, "spec", "selector"))
+    expressions = tuple(
+        (text(e.get("key")), text(e.get("operator")), tuple(str(v) for v in items(e.get("values"))))
+        for e in items(selector.get("matchExpressions"))
+        if isinstance(e, dict)
+    )
+    return DisruptionBudget(
+        namespace=text(meta.get("namespace")),
+        name=text(meta.get("name")),
+        match_labels=strings(selector.get("matchLabels")),
+        match_expressions=expressions,
+        disruptions_allowed=integer(get_in(raw, "status", "disruptionsAllowed"), 0),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceRecord:
+    name: str
+    opted_in: bool  # labelled phalanx.io/gang-scheduling=enabled
+    terminating: bool
+
+
+def namespace_record(raw: Mapping[str, Any]) -> NamespaceRecord:
+    meta = metadata_of(raw)
+    return NamespaceRecord(
+        name=text(meta.get("name")),
+        opted_in=labels_of(raw).get(constants.OPT_IN_LABEL) == constants.OPT_IN_VALUE,
+        terminating=bool(meta.get("deletionTimestamp")),
+    )
+
+
+# ---- the native Workload API ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadApiRecord:
+    """A ``scheduling.k8s.io`` Workload: the gang size of each of its podGroups."""
+
+    namespace: str
+    name: str
+    uid: str
+    min_counts: Mapping[str, int]  # podGroup name -> minCount
+    # The released Workload API has no gang timeout: Phalanx reads its annotation on the Workload.
+    timeout_seconds: int | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+
+def workload_api_record(raw: Mapping[str, Any]) -> WorkloadApiRecord:
+    meta = metadata_of(raw)
+    min_counts = {}
+    for group in items(get_in(raw, "spec", "podGroups")):
+        min_count = get_in(group, "policy", "gang", "minCount")
+        if isinstance(min_count, int) and not isinstance(min_count, bool):
+            min_counts[text(get_in(group, "name"))] = min_count
+    timeout = annotations_of(raw).get(constants.SCHEDULE_TIMEOUT_ANNOTATION, "")
+    return WorkloadApiRecord(
+        namespace=text(meta.get("namespace")),
+        name=text(meta.get("name")),
+        uid=text(meta.get("uid")),
+        min_counts=min_counts,
+        timeout_seconds=int(timeout) if timeout.isdigit() and int(timeout) > 0 else None,
+    )
+
+
+# ---- workloads that size their gang ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSize:
+    """How big a workload's gang is by its spec now (Job, StatefulSet, an operator's object)."""
+
+    kind: str
+    namespace: str
+    name: str
+    size: int  # members that must start together
+    largest: int | None  # members it may have at once (elastic ones included); None: no bound
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.kind, self.namespace, self.name
+
+
+def workload_size_record(rt: ResourceType, raw: Mapping[str, Any]) -> WorkloadSize | None:
+    """Sized by the very function the webhook sized the workload with at its creation; None for a
+    Job or StatefulSet another workload made (mpi-operator's launcher Job, a LeaderWorkerSet's
+    StatefulSets): its pods' gang is sized by that workload, not by this one's own spec."""
+    if rt.kind in ("Job", "StatefulSet") and owner_of(metadata_of(raw)) is not None:
+        return None
+    kind, spec = KINDS[(rt.group, rt.version, rt.kind)], obj(raw)
+    return WorkloadSize(
+        rt.kind, namespace_of(raw), name_of(raw), kind.gang_size(spec), kind.largest_gang(spec)
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared import constants as c
+from shared import constants
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,16 +46,28 @@ PRIORITY_CLASSES = ResourceType(
 PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 JOBS = ResourceType("batch", "v1", "jobs", "Job")
+STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet")
 WORKLOADS = ResourceType("scheduling.k8s.io", "v1alpha1", "workloads", "Workload")
 
 # PodGroup kinds Phalanx serves. The first is where it creates PodGroups; the others are adopted
 # when a user applies them (manifests written for current scheduler-plugins or for KAI).
-PODGROUPS = ResourceType(c.PODGROUP_GROUP, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, c.PODGROUP_KIND)
+PODGROUPS = ResourceType(
+    constants.PODGROUP_GROUP, constants.PODGROUP_VERSION, constants.PODGROUP_PLURAL, constants.PODGROUP_KIND
+)
 PODGROUPS_X_K8S = ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 PODGROUPS_KAI = ResourceType("scheduling.run.ai", "v2", "podgroups", "PodGroup")
 PODGROUP_TYPES = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI)
 
 # Queues: Phalanx's own, and KAI's (served by the kai-compat component). Cluster-scoped.
-QUEUES = ResourceType(c.QUEUE_GROUP, c.QUEUE_VERSION, "queues", "Queue", namespaced=False)
+QUEUES = ResourceType(constants.QUEUE_GROUP, constants.QUEUE_VERSION, "queues", "Queue", namespaced=False)
 QUEUES_KAI = ResourceType("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False)
 QUEUE_TYPES = (QUEUES, QUEUES_KAI)
+
+# The operators' kinds: their objects own a gang's PodGroup (controller/api/workload_owners.py).
+MPIJOBS = ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+JOBSETS = ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+LEADERWORKERSETS = ResourceType("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
+RAYCLUSTERS = ResourceType("ray.io", "v1", "rayclusters", "RayCluster")
+# Workloads whose spec sizes their gang (shared/workloads.py): watched, so that a gang follows its
+# workload when that is scaled. (A TrainJob's gang is its JobSet's; a RayJob's, its RayCluster's.)
+SIZED_WORKLOAD_TYPES = (JOBS, STATEFULSETS, MPIJOBS, JOBSETS, LEADERWORKERSETS, RAYCLUSTERS)

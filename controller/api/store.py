@@ -14,92 +14,27 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from controller.api import admission_record, records
-from controller.api import resources as r
+from controller.api import admission_record, records, resources
 from controller.api.admission_record import AdmissionRecord
 from controller.api.kube import JSON
 from controller.api.queue_records import QueueRegistry
+from controller.api.records import (
+    DisruptionBudget,
+    PodGroupRecord,
+    PriorityClass,
+    WorkloadApiRecord,
+    WorkloadSize,
+    budget_key_of,
+    gang_key_of,
+)
 from controller.api.resources import PODGROUP_TYPES, ResourceType
 from controller.core.model import GangKey, Node, Pod
-from shared import constants as c
-from shared import grouplink
+from shared import constants, grouplink
+from shared.jsonread import metadata_of, name_of, namespace_of, obj, uid_of
 
 log = logging.getLogger(__name__)
 
 ChangeListener = Callable[[GangKey | None], None]
-
-
-@dataclass(frozen=True, slots=True)
-class PodGroupRecord:
-    rt: ResourceType
-    namespace: str
-    name: str
-    uid: str
-    created: float
-    generation: int
-    spec: dict[str, Any]
-    status: dict[str, Any]
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    owner_references: list[dict[str, Any]]
-
-    @property
-    def key(self) -> GangKey:
-        return GangKey(self.namespace, self.name)
-
-    @property
-    def managed(self) -> bool:
-        """Made by Phalanx for a gang that had none (not applied by a user)."""
-        return self.labels.get(c.MANAGED_BY_LABEL) == c.MANAGED_BY_PHALANX
-
-    @classmethod
-    def from_raw(cls, rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
-        meta = raw.get("metadata") or {}
-        return cls(
-            rt=rt,
-            namespace=str(meta.get("namespace", "")),
-            name=str(meta.get("name", "")),
-            uid=str(meta.get("uid", "")),
-            created=records.parse_time(meta.get("creationTimestamp")) or 0.0,
-            generation=int(meta.get("generation") or 0),
-            spec=dict(raw.get("spec") or {}),
-            status=dict(raw.get("status") or {}),
-            labels=dict(meta.get("labels") or {}),
-            annotations=dict(meta.get("annotations") or {}),
-            owner_references=list(meta.get("ownerReferences") or []),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PriorityClass:
-    value: int
-    preemption_policy: str
-
-
-@dataclass(frozen=True, slots=True)
-class DisruptionBudget:
-    namespace: str
-    name: str
-    match_labels: Mapping[str, str]
-    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...]
-    disruptions_allowed: int
-
-    def selects(self, pod: Pod) -> bool:
-        if pod.namespace != self.namespace:
-            return False
-        if any(pod.labels.get(k) != v for k, v in self.match_labels.items()):
-            return False
-        for key, op, values in self.match_expressions:
-            present = key in pod.labels
-            if op == "In" and pod.labels.get(key) not in values:
-                return False
-            if op == "NotIn" and present and pod.labels[key] in values:
-                return False
-            if op == "Exists" and not present:
-                return False
-            if op == "DoesNotExist" and present:
-                return False
-        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,11 +60,10 @@ class Store:
     # Namespaces being deleted: their gangs are going away, so nothing is planned or reported.
     terminating_namespaces: set[str] = field(default_factory=set)
     budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
-    # Workload API: (namespace, workload) -> podGroup name -> minCount
-    workloads: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
-    workload_uids: dict[tuple[str, str], str] = field(default_factory=dict)
-    # The released Workload API has no gang timeout: Phalanx reads its annotation on the Workload.
-    workload_timeouts: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Native Workload API objects by (namespace, name): each podGroup's minCount.
+    workload_api: dict[tuple[str, str], WorkloadApiRecord] = field(default_factory=dict)
+    # The gang size of each workload's spec now, by (kind, namespace, name): a gang follows it.
+    workload_sizes: dict[tuple[str, str, str], WorkloadSize] = field(default_factory=dict)
     # Admissions recorded by this process that the informers may not have delivered yet.
     _assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
@@ -183,8 +117,10 @@ class Store:
         self._assumed.pop(key, None)
         for rt in PODGROUP_TYPES:
             record = self.podgroups[rt].get(key)
-            if record is not None and c.ADMISSION_ANNOTATION in record.annotations:
-                annotations = {k: v for k, v in record.annotations.items() if k != c.ADMISSION_ANNOTATION}
+            if record is not None and constants.ADMISSION_ANNOTATION in record.annotations:
+                annotations = {
+                    k: v for k, v in record.annotations.items() if k != constants.ADMISSION_ANNOTATION
+                }
                 self.podgroups[rt][key] = replace(record, annotations=annotations)
 
     def assume_status(self, record: PodGroupRecord, written: Mapping[str, Any]) -> None:
@@ -240,11 +176,10 @@ class Store:
         try:
             pod = records.pod_record(raw)
         except records.InvalidPod as err:
-            meta = raw.get("metadata") or {}
-            uid = str(meta.get("uid", ""))
-            pod_link = grouplink.resolve(meta.get("labels"), meta.get("annotations"), raw.get("spec"))
-            key = GangKey(str(meta.get("namespace", "")), pod_link.name) if pod_link else None
-            self.invalid_pods[uid] = (key, str(err))
+            meta = metadata_of(raw)
+            pod_link = grouplink.resolve(meta.get("labels"), meta.get("annotations"), obj(raw.get("spec")))
+            key = GangKey(namespace_of(raw), pod_link.name) if pod_link else None
+            self.invalid_pods[uid_of(raw)] = (key, str(err))
             self._changed(key)
             return
         self.invalid_pods.pop(pod.uid, None)
@@ -257,7 +192,7 @@ class Store:
             self._changed(None)
 
     def delete_pod(self, raw: JSON) -> None:
-        uid = str((raw.get("metadata") or {}).get("uid", ""))
+        uid = uid_of(raw)
         self.invalid_pods.pop(uid, None)
         pod = self.pods.pop(uid, None)
         if pod is None:
@@ -271,7 +206,7 @@ class Store:
     def replace_pods(self, items: list[JSON]) -> None:
         seen = set()
         for raw in items:
-            seen.add(str((raw.get("metadata") or {}).get("uid", "")))
+            seen.add(uid_of(raw))
             self.upsert_pod(raw)
         for uid in list(self.pods):
             if uid not in seen:
@@ -286,7 +221,7 @@ class Store:
             self._changed(None)
 
     def delete_node(self, raw: JSON) -> None:
-        if self.nodes.pop(str((raw.get("metadata") or {}).get("name", "")), None) is not None:
+        if self.nodes.pop(name_of(raw), None) is not None:
             self._changed(None)
 
     def replace_nodes(self, items: list[JSON]) -> None:
@@ -295,7 +230,7 @@ class Store:
 
     # ---- podgroups -------------------------------------------------------------------------------
     def upsert_podgroup(self, rt: ResourceType, raw: JSON) -> None:
-        record = PodGroupRecord.from_raw(rt, raw)
+        record = records.podgroup_record(rt, raw)
         self.podgroups[rt][record.key] = record
         self.deleted_admissions.pop(record.key, None)
         assumed = self._assumed.get(record.key)
@@ -308,8 +243,7 @@ class Store:
         self._changed(record.key)
 
     def delete_podgroup(self, rt: ResourceType, raw: JSON) -> None:
-        meta = raw.get("metadata") or {}
-        key = GangKey(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        key = gang_key_of(raw)
         record = self.podgroups[rt].pop(key, None)
         if record is None:
             return
@@ -327,7 +261,7 @@ class Store:
         old = set(self.podgroups[rt])
         self.podgroups[rt] = {}
         for raw in items:
-            record = PodGroupRecord.from_raw(rt, raw)
+            record = records.podgroup_record(rt, raw)
             self.podgroups[rt][record.key] = record
         for key in old - set(self.podgroups[rt]):
             self._assumed.pop(key, None)
@@ -337,37 +271,31 @@ class Store:
 
     # ---- cluster-scoped settings -------------------------------------------------------------------
     def upsert_priority_class(self, raw: JSON) -> None:
-        name = str((raw.get("metadata") or {}).get("name", ""))
-        self.priority_classes[name] = PriorityClass(
-            int(raw.get("value") or 0), str(raw.get("preemptionPolicy") or "PreemptLowerPriority")
-        )
+        self.priority_classes[name_of(raw)] = records.priority_class_record(raw)
         self._changed(None)
 
     def delete_priority_class(self, raw: JSON) -> None:
-        self.priority_classes.pop(str((raw.get("metadata") or {}).get("name", "")), None)
+        self.priority_classes.pop(name_of(raw), None)
         self._changed(None)
 
     def replace_priority_classes(self, items: list[JSON]) -> None:
-        self.priority_classes = {}
-        for raw in items:
-            self.upsert_priority_class(raw)
+        self.priority_classes = {name_of(raw): records.priority_class_record(raw) for raw in items}
+        self._changed(None)
 
     def upsert_namespace(self, raw: JSON) -> None:
-        meta = raw.get("metadata") or {}
-        name = str(meta.get("name", ""))
-        enabled = (meta.get("labels") or {}).get(c.OPT_IN_LABEL) == c.OPT_IN_VALUE
-        if meta.get("deletionTimestamp") and name not in self.terminating_namespaces:
-            self.terminating_namespaces.add(name)
+        namespace = records.namespace_record(raw)
+        if namespace.terminating and namespace.name not in self.terminating_namespaces:
+            self.terminating_namespaces.add(namespace.name)
             self._changed(None)
-        if enabled and name not in self.opted_in:
-            self.opted_in.add(name)
-            self._changed(None)
-        elif not enabled and name in self.opted_in:
-            self.opted_in.discard(name)
+        if namespace.opted_in != (namespace.name in self.opted_in):
+            if namespace.opted_in:
+                self.opted_in.add(namespace.name)
+            else:
+                self.opted_in.discard(namespace.name)
             self._changed(None)
 
     def delete_namespace(self, raw: JSON) -> None:
-        name = str((raw.get("metadata") or {}).get("name", ""))
+        name = name_of(raw)
         self.opted_in.discard(name)
         self.terminating_namespaces.discard(name)
 
@@ -378,61 +306,48 @@ class Store:
             self.upsert_namespace(raw)
 
     def upsert_budget(self, raw: JSON) -> None:
-        meta = raw.get("metadata") or {}
-        selector = (raw.get("spec") or {}).get("selector") or {}
-        expressions = tuple(
-            (str(e.get("key", "")), str(e.get("operator", "")), tuple(str(v) for v in e.get("values") or ()))
-            for e in selector.get("matchExpressions") or ()
-        )
-        budget = DisruptionBudget(
-            namespace=str(meta.get("namespace", "")),
-            name=str(meta.get("name", "")),
-            match_labels=dict(selector.get("matchLabels") or {}),
-            match_expressions=expressions,
-            disruptions_allowed=int((raw.get("status") or {}).get("disruptionsAllowed") or 0),
-        )
-        self.budgets[f"{budget.namespace}/{budget.name}"] = budget
+        budget = records.budget_record(raw)
+        self.budgets[budget.key] = budget
         self._changed(None)
 
     def delete_budget(self, raw: JSON) -> None:
-        meta = raw.get("metadata") or {}
-        self.budgets.pop(f"{meta.get('namespace')}/{meta.get('name')}", None)
+        self.budgets.pop(budget_key_of(raw), None)
         self._changed(None)
 
     def replace_budgets(self, items: list[JSON]) -> None:
-        self.budgets = {}
-        for raw in items:
-            self.upsert_budget(raw)
+        self.budgets = {budget.key: budget for budget in map(records.budget_record, items)}
+        self._changed(None)
 
+    # ---- the native Workload API -------------------------------------------------------------------
     def upsert_workload(self, raw: JSON) -> None:
-        meta = raw.get("metadata") or {}
-        ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        groups = {}
-        for group in (raw.get("spec") or {}).get("podGroups") or ():
-            gang = ((group or {}).get("policy") or {}).get("gang") or {}
-            if "minCount" in gang:
-                groups[str(group.get("name", ""))] = int(gang["minCount"])
-        self.workloads[(ns, name)] = groups
-        self.workload_uids[(ns, name)] = str(meta.get("uid", ""))
-        timeout = str((meta.get("annotations") or {}).get(c.SCHEDULE_TIMEOUT_ANNOTATION, ""))
-        if timeout.isdigit() and int(timeout) > 0:
-            self.workload_timeouts[(ns, name)] = int(timeout)
-        else:
-            self.workload_timeouts.pop((ns, name), None)
+        workload = records.workload_api_record(raw)
+        self.workload_api[workload.key] = workload
         # Its gangs are named per podGroup and replica key, which only the pods know: replan all.
         self._changed(None)
 
     def delete_workload(self, raw: JSON) -> None:
-        meta = raw.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        self.workloads.pop(key, None)
-        self.workload_uids.pop(key, None)
-        self.workload_timeouts.pop(key, None)
+        self.workload_api.pop((namespace_of(raw), name_of(raw)), None)
 
     def replace_workloads(self, items: list[JSON]) -> None:
-        self.workloads, self.workload_uids, self.workload_timeouts = {}, {}, {}
-        for raw in items:
-            self.upsert_workload(raw)
+        self.workload_api = {w.key: w for w in map(records.workload_api_record, items)}
+        self._changed(None)
+
+    # ---- workloads that size their gang (Job, StatefulSet, the operators' kinds) --------------------
+    def upsert_workload_size(self, rt: ResourceType, raw: JSON) -> None:
+        workload = records.workload_size_record(rt, raw)
+        if workload is not None and self.workload_sizes.get(workload.key) != workload:
+            self.workload_sizes[workload.key] = workload
+            self._changed(None)  # scaled (rare): its gang, whatever its name, follows
+
+    def delete_workload_size(self, rt: ResourceType, raw: JSON) -> None:
+        # Its pods go with it (garbage collection); nothing to re-plan for the size alone.
+        self.workload_sizes.pop((rt.kind, namespace_of(raw), name_of(raw)), None)
+
+    def replace_workload_sizes(self, rt: ResourceType, items: list[JSON]) -> None:
+        kept = {key: size for key, size in self.workload_sizes.items() if key[0] != rt.kind}
+        listed = [w for raw in items if (w := records.workload_size_record(rt, raw)) is not None]
+        self.workload_sizes = kept | {workload.key: workload for workload in listed}
+        self._changed(None)
 
 
 class StoreSink:
@@ -451,17 +366,25 @@ class StoreSink:
 
 def sinks_for(store: Store, podgroup_types: Iterable[ResourceType]) -> dict[str, StoreSink]:
     sinks = {
-        str(r.NODES): StoreSink(store.upsert_node, store.delete_node, store.replace_nodes),
-        str(r.PODS): StoreSink(store.upsert_pod, store.delete_pod, store.replace_pods),
-        str(r.NAMESPACES): StoreSink(
+        str(resources.NODES): StoreSink(store.upsert_node, store.delete_node, store.replace_nodes),
+        str(resources.PODS): StoreSink(store.upsert_pod, store.delete_pod, store.replace_pods),
+        str(resources.NAMESPACES): StoreSink(
             store.upsert_namespace, store.delete_namespace, store.replace_namespaces
         ),
-        str(r.PRIORITY_CLASSES): StoreSink(
+        str(resources.PRIORITY_CLASSES): StoreSink(
             store.upsert_priority_class, store.delete_priority_class, store.replace_priority_classes
         ),
-        str(r.PDBS): StoreSink(store.upsert_budget, store.delete_budget, store.replace_budgets),
-        str(r.WORKLOADS): StoreSink(store.upsert_workload, store.delete_workload, store.replace_workloads),
+        str(resources.PDBS): StoreSink(store.upsert_budget, store.delete_budget, store.replace_budgets),
+        str(resources.WORKLOADS): StoreSink(
+            store.upsert_workload, store.delete_workload, store.replace_workloads
+        ),
     }
+    for rt in resources.SIZED_WORKLOAD_TYPES:
+        sinks[str(rt)] = StoreSink(
+            lambda raw, rt=rt: store.upsert_workload_size(rt, raw),  # type: ignore[misc]
+            lambda raw, rt=rt: store.delete_workload_size(rt, raw),  # type: ignore[misc]
+            lambda items, rt=rt: store.replace_workload_sizes(rt, items),  # type: ignore[misc]
+        )
     for rt in podgroup_types:
         sinks[str(rt)] = StoreSink(
             lambda raw, rt=rt: store.upsert_podgroup(rt, raw),  # type: ignore[misc]

@@ -14,15 +14,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.api.kube import ApiError, Kube
-from controller.api.resources import ResourceType
+from controller.api.resources import JOBSETS, LEADERWORKERSETS, MPIJOBS, RAYCLUSTERS, ResourceType
 from controller.core.model import Pod
+from shared import constants
 
 log = logging.getLogger(__name__)
 
-MPIJOBS = ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
-JOBSETS = ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-LEADERWORKERSETS = ResourceType("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
-RAYCLUSTERS = ResourceType("ray.io", "v1", "rayclusters", "RayCluster")
+# A workload by (kind, namespace, name): what a gang's size is read from.
+WorkloadKey = tuple[str, str, str]
 
 # (pod label naming the object, labels that must also match, its resource), first match wins.
 NAMING_LABELS: tuple[tuple[str, Mapping[str, str], ResourceType], ...] = (
@@ -33,6 +32,8 @@ NAMING_LABELS: tuple[tuple[str, Mapping[str, str], ResourceType], ...] = (
 )
 # Owners above those that own the gang instead: (API group, kind).
 PARENT_KINDS = frozenset({("trainer.kubeflow.org", "TrainJob"), ("ray.io", "RayJob")})
+# The built-in kinds that make pods themselves: (apiVersion, kind) of a pod's controlling owner.
+BUILT_IN_WORKLOADS = frozenset({("batch/v1", "Job"), ("apps/v1", "StatefulSet")})
 
 
 def named_object(labels: Mapping[str, str]) -> tuple[ResourceType, str] | None:
@@ -41,6 +42,20 @@ def named_object(labels: Mapping[str, str]) -> tuple[ResourceType, str] | None:
         name = labels.get(key)
         if name and all(labels.get(k) == v for k, v in also.items()):
             return resource, name
+    return None
+
+
+def sized_by(pod: Pod) -> WorkloadKey | None:
+    """The workload whose spec the webhook sized this member's gang from, if it did (pure): the
+    operator object its labels name (a JobSet, not its Job), else its own Job or StatefulSet."""
+    if constants.INFERRED_MIN_MEMBER_ANNOTATION not in pod.annotations:
+        return None  # sized by something else (a PodGroup, a Workload, an override), or not at all
+    named = named_object(pod.labels)
+    if named is not None:
+        return named[0].kind, pod.namespace, named[1]
+    owner = pod.owner
+    if owner is not None and (owner.api_version, owner.kind) in BUILT_IN_WORKLOADS:
+        return owner.kind, pod.namespace, owner.name
     return None
 
 

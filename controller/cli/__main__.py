@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import yaml
 
 from controller.api.kube import ApiError, KubeClient
 from controller.cli import audit, report, targets
-from controller.cli.cluster import load
+from controller.cli.cluster import ClusterState, load
 from controller.cli.render import FORMATS, dump
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_API = 0, 1, 2, 3
@@ -37,18 +38,18 @@ def _context_namespace(path: str) -> str:
     except (OSError, yaml.YAMLError):
         return "default"
     current = config.get("current-context")
-    for ctx in config.get("contexts") or ():
-        if ctx.get("name") == current:
-            return str((ctx.get("context") or {}).get("namespace") or "default")
+    for context in config.get("contexts") or ():
+        if context.get("name") == current:
+            return str((context.get("context") or {}).get("namespace") or "default")
     return "default"
 
 
-def _common(parser: argparse.ArgumentParser, top: bool) -> None:
+def _common(parser: argparse.ArgumentParser, before_command: bool) -> None:
     """Flags accepted before the command and after it (``kubectl phalanx -n x top`` and
     ``kubectl phalanx top -n x``): after it, an absent flag must not reset one given before."""
 
     def default(value: object) -> object:
-        return value if top else argparse.SUPPRESS
+        return value if before_command else argparse.SUPPRESS
 
     parser.add_argument(
         "--kubeconfig",
@@ -65,25 +66,34 @@ def _common(parser: argparse.ArgumentParser, top: bool) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    plugin = argparse.ArgumentParser(
         prog="kubectl phalanx",
         description="Explain, watch and audit Phalanx gang scheduling (read-only).",
     )
-    _common(top, top=True)
-    common = argparse.ArgumentParser(add_help=False)
-    _common(common, top=False)
-    sub = top.add_subparsers(dest="command", required=True)
-    explain = sub.add_parser(
+    _common(plugin, before_command=True)
+    after_command = argparse.ArgumentParser(add_help=False)
+    _common(after_command, before_command=False)
+    commands = plugin.add_subparsers(dest="command", required=True)
+    explain = commands.add_parser(
         "explain",
-        parents=[common],
+        parents=[after_command],
         help="why a gang waits and what would make it start",
         description="kind: job, statefulset, mpijob, podgroup, pod, or any owner kind of gang members",
     )
     explain.add_argument("target", help="<kind>/<name>, e.g. job/train")
     for name, what in (("top", "gangs in the planner's order"), ("audit", "dry-run opting namespaces in")):
-        cmd = sub.add_parser(name, parents=[common], help=what)
-        cmd.add_argument("-A", "--all-namespaces", action="store_true")
-    return top
+        command = commands.add_parser(name, parents=[after_command], help=what)
+        command.add_argument("-A", "--all-namespaces", action="store_true")
+    return plugin
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What a command found, in both forms, and the exit code it calls for."""
+
+    data: Any  # what -o json|yaml prints
+    text: str  # what -o table prints
+    code: int = EXIT_OK
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -91,51 +101,68 @@ async def _run(args: argparse.Namespace) -> int:
     namespace = args.namespace or _context_namespace(path)
     if getattr(args, "all_namespaces", False):
         namespace = None
-    controller = tuple(args.controller.split("/", 1))
-    if len(controller) != 2:
-        print("--controller must be namespace/name", file=sys.stderr)
-        return EXIT_USAGE
+    controller_namespace, slash, controller_name = args.controller.partition("/")
+    if not slash:
+        return _fail("--controller must be namespace/name", EXIT_USAGE)
     try:
         kube = await KubeClient.connect(path)
     except Exception as err:  # kubeconfig missing, unreadable or without a usable context
-        print(f"error: cannot use kubeconfig {path}: {err}", file=sys.stderr)
-        return EXIT_API
+        return _fail(f"error: cannot use kubeconfig {path}: {err}", EXIT_API)
     try:
-        state = await load(kube, time.time(), controller=(controller[0], controller[1]))
+        state = await load(kube, time.time(), controller=(controller_namespace, controller_name))
     finally:
         await kube.close()
-    out: Any
-    code = EXIT_OK
     if args.command == "explain":
-        try:
-            keys = targets.resolve(state, namespace or "default", args.target)
-        except targets.TargetError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_USAGE
-        found = [report.explain_data(state, key) for key in keys if key in state.views]
-        unsized = [key for key in keys if key in state.unsized]
-        if not found and unsized:
-            for key in unsized:  # no PodGroup yet, and none can be made: nothing to plan
-                print(f"Gang {key} is not planned yet: {state.unsized[key]}")
-            return EXIT_OK
-        if not found:
-            print(
-                f"error: {args.target}: its gang {', '.join(map(str, keys))} is not managed by Phalanx "
-                f"(namespace not opted in and no gated member)",
-                file=sys.stderr,
-            )
-            return EXIT_USAGE
-        out = found[0] if len(found) == 1 else found
-        text = "\n\n".join(report.explain_text(d) for d in found)
+        answer = _explain(state, namespace or "default", args.target)
     elif args.command == "top":
-        out = report.top_data(state, namespace)
-        text = report.top_text(out)
+        answer = _top(state, namespace)
     else:
-        findings = audit.audit(state, namespace)
-        out = [f.data() for f in findings]
-        text = audit.text(findings)
-        code = EXIT_FINDINGS if any(f.severity == audit.ERROR for f in findings) else EXIT_OK
-    print(text if args.output == "table" else dump(out, args.output))
+        answer = _audit(state, namespace)
+    if isinstance(answer, int):  # the command has said why it has no answer
+        return answer
+    print(answer.text if args.output == "table" else dump(answer.data, args.output))
+    return answer.code
+
+
+def _explain(state: ClusterState, namespace: str, target: str) -> _Answer | int:
+    """The gang(s) of ``target`` explained, or the exit code once it has said why there is none."""
+    try:
+        keys = targets.resolve(state, namespace, target)
+    except targets.TargetError as err:
+        return _fail(f"error: {err}", EXIT_USAGE)
+    found = [report.explain_data(state, key) for key in keys if key in state.views]
+    if found:
+        text = "\n\n".join(report.explain_text(data) for data in found)
+        return _Answer(found[0] if len(found) == 1 else found, text)
+    unsized = [key for key in keys if key in state.unsized]
+    if unsized:
+        for key in unsized:  # no PodGroup yet, and none can be made: nothing to plan
+            print(f"Gang {key} is not planned yet: {state.unsized[key]}")
+        return EXIT_OK
+    return _fail(
+        f"error: {target}: its gang {', '.join(map(str, keys))} is not managed by Phalanx "
+        f"(namespace not opted in and no gated member)",
+        EXIT_USAGE,
+    )
+
+
+def _top(state: ClusterState, namespace: str | None) -> _Answer:
+    data = report.top_data(state, namespace)
+    return _Answer(data, report.top_text(data))
+
+
+def _audit(state: ClusterState, namespace: str | None) -> _Answer:
+    findings = audit.audit(state, namespace)
+    never_start = any(finding.severity == audit.ERROR for finding in findings)
+    return _Answer(
+        [finding.data() for finding in findings],
+        audit.text(findings),
+        EXIT_FINDINGS if never_start else EXIT_OK,
+    )
+
+
+def _fail(message: str, code: int) -> int:
+    print(message, file=sys.stderr)
     return code
 
 

@@ -22,12 +22,21 @@ from controller.core.planner import plan
 from controller.core.whatif import without
 from controller.pipeline import gangs
 from controller.pipeline.podgroups import declared_size, waiting_message
-from shared import constants as c
+from shared import constants
 from shared.grouplink import workload_group_name
+from shared.jsonread import get_in, integer
+from shared.podgroup import PodGroupSpec
+from shared.workloads import (
+    GVK,
+    KINDS,
+    MPI_LAUNCHER,
+    MPI_WORKER,
+    WAIT_FOR_WORKERS_READY,
+    WorkloadKind,
+    job_size,
+)
 from webhook.mutate import MutationConfig, Outcome, mutate
 from webhook.patch import APPEND
-from webhook.shapes import get_in, integer
-from webhook.workloads import KINDS, MPI_LAUNCHER, MPI_WORKER, WAIT_FOR_WORKERS_READY, job_size
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
@@ -51,6 +60,41 @@ class Finding:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class _Workload:
+    """The top-level workload being audited, as it is now (before the webhook's patch)."""
+
+    kind: str
+    raw: dict[str, Any]
+
+    @property
+    def gvk(self) -> GVK:
+        return next(gvk for gvk, spec in KINDS.items() if spec.name == self.kind)
+
+    @property
+    def spec(self) -> WorkloadKind:
+        """What the webhook knows of the kind: its pod templates and its deadline."""
+        return KINDS[self.gvk]
+
+    def _meta(self, key: str) -> str:
+        return str((self.raw.get("metadata") or {}).get(key, ""))
+
+    @property
+    def namespace(self) -> str:
+        return self._meta("namespace")
+
+    @property
+    def name(self) -> str:
+        return self._meta("name")
+
+    @property
+    def uid(self) -> str:
+        return self._meta("uid")
+
+    def finding(self, severity: str, check: str, message: str) -> Finding:
+        return Finding(severity, self.namespace, f"{self.kind}/{self.name}", check, message)
+
+
 # ---- the webhook's patch, applied ---------------------------------------------------------------
 
 
@@ -60,10 +104,10 @@ def _unescape(token: str) -> str:
 
 def apply_patch(doc: Any, ops: Iterable[Mapping[str, Any]]) -> Any:
     """Apply the webhook's JSONPatch (it only adds and replaces) to a copy of ``doc``."""
-    out = copy.deepcopy(doc)
+    patched = copy.deepcopy(doc)
     for op in ops:
-        tokens = [_unescape(t) for t in str(op["path"]).split("/")[1:]]
-        parent = out
+        tokens = [_unescape(token) for token in str(op["path"]).split("/")[1:]]
+        parent = patched
         for token in tokens[:-1]:
             parent = parent[int(token)] if isinstance(parent, list) else parent[token]
         last = tokens[-1]
@@ -76,7 +120,7 @@ def apply_patch(doc: Any, ops: Iterable[Mapping[str, Any]]) -> Any:
                 parent[int(last)] = copy.deepcopy(op["value"])
         else:
             parent[last] = copy.deepcopy(op["value"])
-    return out
+    return patched
 
 
 # ---- pods of a workload, as they would be created -------------------------------------------------
@@ -113,43 +157,38 @@ def _template_replicas(kind: str, path: tuple[str, ...], workload: dict[str, Any
     return 1
 
 
-def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]:
-    """The gated member pods the mutated ``workload`` would create (all its replicas)."""
-    meta = workload.get("metadata") or {}
-    namespace, name, uid = str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))
+def _pods(state: ClusterState, workload: _Workload, mutated: dict[str, Any]) -> list[Pod]:
+    """The gated member pods the mutated workload would create (all its replicas)."""
     owner = {
-        "apiVersion": workload.get("apiVersion"),
-        "kind": kind,
-        "name": name,
-        "uid": uid,
+        "apiVersion": mutated.get("apiVersion"),
+        "kind": workload.kind,
+        "name": workload.name,
+        "uid": workload.uid,
         "controller": True,
     }
-    gvk_kind = next(k for k in KINDS.values() if k.name == kind)
     pods = []
-    for t, path in enumerate(gvk_kind.paths(workload)):
-        template = get_in(workload, *path)
+    for template_index, path in enumerate(workload.spec.paths(mutated)):
+        template = get_in(mutated, *path)
         if not isinstance(template, dict):
             continue
-        tmeta = template.get("metadata") or {}
-        spec = dict(template.get("spec") or {})
-        labels = dict(tmeta.get("labels") or {})
-        if gvk_kind.grouped_per_pod and c.INFERRED_MIN_MEMBER_ANNOTATION in (tmeta.get("annotations") or {}):
+        template_meta = template.get("metadata") or {}
+        annotations = template_meta.get("annotations") or {}
+        labels = dict(template_meta.get("labels") or {})
+        if workload.spec.grouped_per_pod and constants.INFERRED_MIN_MEMBER_ANNOTATION in annotations:
             # Each replica group is a gang, named when its pods are made: the first one stands for all.
-            labels[c.POD_GROUP_LABEL] = workload_group_name(name, "0")
-        if c.POD_GROUP_LABEL not in labels:
+            labels[constants.POD_GROUP_LABEL] = workload_group_name(workload.name, "0")
+        if constants.POD_GROUP_LABEL not in labels:
             continue  # not gated by the webhook
-        pc = state.store.priority_classes.get(str(spec.get("priorityClassName", "")))
-        if pc is not None:  # the API server resolves it at creation
-            spec["priority"] = pc.value
-            spec.setdefault("preemptionPolicy", pc.preemption_policy)
-        for i in range(_template_replicas(kind, path, workload)):
+        spec = _with_priority(state, dict(template.get("spec") or {}))
+        uid_prefix = f"audit:{workload.namespace}/{workload.kind}/{workload.name}/{'.'.join(path)}"
+        for replica in range(_template_replicas(workload.kind, path, mutated)):
             raw = {
                 "metadata": {
-                    "namespace": namespace,
-                    "name": f"{name}-{t}-{i}".lower(),
-                    "uid": f"audit:{namespace}/{kind}/{name}/{'.'.join(path)}/{i}",
+                    "namespace": workload.namespace,
+                    "name": f"{workload.name}-{template_index}-{replica}".lower(),
+                    "uid": f"{uid_prefix}/{replica}",
                     "labels": labels,
-                    "annotations": tmeta.get("annotations") or {},
+                    "annotations": annotations,
                     "ownerReferences": [owner],
                 },
                 "spec": spec,
@@ -158,11 +197,20 @@ def _pods(state: ClusterState, kind: str, workload: dict[str, Any]) -> list[Pod]
     return pods
 
 
+def _with_priority(state: ClusterState, pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """``pod_spec`` with its PriorityClass resolved, as the API server does at creation."""
+    priority_class = state.store.priority_classes.get(str(pod_spec.get("priorityClassName", "")))
+    if priority_class is not None:
+        pod_spec["priority"] = priority_class.value
+        pod_spec.setdefault("preemptionPolicy", priority_class.preemption_policy)
+    return pod_spec
+
+
 def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang | str:
     """The gang as the controller would plan it, or what it would wait for to learn its size."""
     existing = state.store.podgroup(key)
-    spec = existing.spec if existing is not None else {}
-    min_member = gangs._int(spec.get("minMember"))
+    spec = existing.spec if existing is not None else PodGroupSpec()
+    min_member = spec.min_member
     if min_member is None:
         sizing = declared_size(key, members, state.store)  # as the controller sizes a new PodGroup
         if sizing.min_member is None:
@@ -172,13 +220,13 @@ def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang | str:
         key=key,
         min_member=min_member,
         members=tuple(members),
-        max_member=gangs._int(spec.get("maxMember")),
-        priority=max((p.priority for p in members), default=0),
+        max_member=spec.max_member,
+        priority=max((pod.priority for pod in members), default=0),
         created=state.now,
         waiting_since=state.now,
         creatable=gangs.creatable(members),
         preemption_policy="Never"
-        if any(p.preemption_policy == "Never" for p in members)
+        if any(pod.preemption_policy == "Never" for pod in members)
         else "PreemptLowerPriority",
     )
 
@@ -189,9 +237,9 @@ def _gang(state: ClusterState, key: GangKey, members: list[Pod]) -> Gang | str:
 def _empty_cluster(state: ClusterState, gang: Gang) -> Snapshot:
     """Only what never leaves (DaemonSet pods) stays: does the gang fit the cluster at all?"""
     permanent = tuple(
-        p
-        for p in state.snapshot.pods
-        if p.owner is not None and p.owner.kind in state.config.permanent_owner_kinds
+        pod
+        for pod in state.snapshot.pods
+        if pod.owner is not None and pod.owner.kind in state.config.permanent_owner_kinds
     )
     return Snapshot(
         nodes=state.snapshot.nodes,
@@ -205,7 +253,7 @@ def _empty_cluster(state: ClusterState, gang: Gang) -> Snapshot:
 def _as_now(state: ClusterState, gang: Gang, own: set[str]) -> Snapshot:
     """The cluster as it is, the workload's own pods and gang replaced by the hypothetical ones."""
     base = without(state.snapshot, own)
-    others = tuple(g for g in base.gangs if g.key != gang.key)
+    others = tuple(other for other in base.gangs if other.key != gang.key)
     return replace(
         base,
         pods=(*base.pods, *gang.members),
@@ -221,109 +269,136 @@ def _own_pods(state: ClusterState, uid: str) -> set[str]:
         meta = job.get("metadata") or {}
         if any(ref.get("uid") == uid for ref in meta.get("ownerReferences") or ()):
             owners.add(str(meta.get("uid", "")))
-    return {p.uid for p in state.snapshot.pods if p.owner is not None and p.owner.uid in owners}
+    return {pod.uid for pod in state.snapshot.pods if pod.owner is not None and pod.owner.uid in owners}
 
 
 def _check_workload(
     state: ClusterState, kind: str, raw: dict[str, Any], config: MutationConfig
 ) -> list[Finding]:
-    gvk_kind = next((gvk, k) for gvk, k in KINDS.items() if k.name == kind)
-    meta = raw.get("metadata") or {}
-    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-    label = f"{kind}/{name}"
-
-    def finding(severity: str, check: str, message: str) -> Finding:
-        return Finding(severity, namespace, label, check, message)
-
-    obj = {k: v for k, v in raw.items() if k != "status"}
-    request = {
-        "operation": "CREATE",
-        "kind": {"group": gvk_kind[0][0], "version": gvk_kind[0][1], "kind": kind},
-        "namespace": namespace,
-        "object": obj,
-    }
-    mutation = mutate(request, config)
+    """What opting in would do to one top-level workload: the webhook's verdict, then, for each gang
+    its pods would form, whether it could ever start and whether it would start now."""
+    workload = _Workload(kind, raw)
+    without_status = {key: value for key, value in raw.items() if key != "status"}
+    mutation = mutate(_create_request(workload, without_status), config)
     if mutation.outcome is Outcome.REJECTED:
-        return [finding(ERROR, "Refused", f"the webhook would refuse it: {mutation.reason}")]
+        return [workload.finding(ERROR, "Refused", f"the webhook would refuse it: {mutation.reason}")]
     if mutation.outcome is Outcome.SKIPPED:
         why = mutation.reason + (f" ({'; '.join(mutation.warnings)})" if mutation.warnings else "")
-        return [finding(INFO, "NotGangScheduled", why)]
-    out: list[Finding] = []
-    for warning in mutation.warnings:
+        return [workload.finding(INFO, "NotGangScheduled", why)]
+    mutated = apply_patch(without_status, mutation.ops)
+    return [
+        *_webhook_warnings(workload, mutation.warnings),
+        *_gang_findings(state, workload, mutated),
+        *_scheduler_findings(state, workload, mutated),
+    ]
+
+
+def _create_request(workload: _Workload, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The AdmissionRequest the API server would send the webhook if ``manifest`` were created now."""
+    group, version, kind = workload.gvk
+    return {
+        "operation": "CREATE",
+        "kind": {"group": group, "version": version, "kind": kind},
+        "namespace": workload.namespace,
+        "object": manifest,
+    }
+
+
+def _webhook_warnings(workload: _Workload, warnings: Iterable[str]) -> list[Finding]:
+    """The webhook's warnings that say something the other checks do not."""
+    findings = []
+    for warning in warnings:
         text = warning.removeprefix("phalanx: ")
         if "podManagementPolicy" in warning:
-            out.append(
-                finding(
-                    WARNING,
-                    "OrderedReady",
-                    f"{text}. The existing StatefulSet keeps its policy (it cannot change): delete and "
-                    "re-create it after opting in",
-                )
+            message = (
+                f"{text}. The existing StatefulSet keeps its policy (it cannot change): delete and "
+                "re-create it after opting in"
             )
+            findings.append(workload.finding(WARNING, "OrderedReady", message))
         elif "activeDeadlineSeconds" not in warning and " join gang " not in warning:
             # (Joining the gang is said by WouldStart/WouldWait; the deadline by Deadline.)
-            out.append(finding(INFO, "Webhook", text))
-    mutated = apply_patch(obj, mutation.ops)
-    members = _pods(state, kind, mutated)
+            findings.append(workload.finding(INFO, "Webhook", text))
+    return findings
+
+
+def _gang_findings(state: ClusterState, workload: _Workload, mutated: dict[str, Any]) -> list[Finding]:
+    """For each gang the mutated workload's pods would form: could it ever start, would it now?"""
     by_group: dict[str, list[Pod]] = {}
-    for pod in members:
+    for pod in _pods(state, workload, mutated):
         if pod.group:
             by_group.setdefault(pod.group, []).append(pod)
-    own = _own_pods(state, str(meta.get("uid", "")))
-    deadline_path = gvk_kind[1].deadline_path
-    deadline = integer(get_in(raw, *deadline_path), 0) if deadline_path else 0
-    for group, pods in sorted(by_group.items()):
-        gang = _gang(state, GangKey(namespace, group), pods)
+    own = _own_pods(state, workload.uid)
+    findings = []
+    for group, members in sorted(by_group.items()):
+        gang = _gang(state, GangKey(workload.namespace, group), members)
         if isinstance(gang, str):
-            out.append(finding(ERROR, "SizeUnknown", f"gang {group} would wait: {gang}"))
+            findings.append(workload.finding(ERROR, "SizeUnknown", f"gang {group} would wait: {gang}"))
             continue
-        at_all = plan(_empty_cluster(state, gang), state.config).for_gang(gang.key)
-        if isinstance(at_all, Reject):
-            out.append(finding(ERROR, "GroupSize", f"gang {group}: {at_all.message}"))
-            continue
-        if isinstance(at_all, Wait) and at_all.reason is Reason.UNSCHEDULABLE:
-            out.append(finding(ERROR, "NeverFits", f"gang {group} would never start: {at_all.message}"))
-            continue
-        if isinstance(at_all, Wait):
-            out.append(finding(ERROR, "NeverStarts", f"gang {group}: {at_all.message}"))
-            continue
-        now = plan(_as_now(state, gang, own), state.config).for_gang(gang.key)
-        size = f"{gang.min_member} {'member' if gang.min_member == 1 else 'members'}"
-        if isinstance(now, Admit):
-            out.append(finding(INFO, "WouldStart", f"gang {group} ({size}) would start now: {now.message}"))
-        elif isinstance(now, Preempt):
-            out.append(finding(INFO, "WouldPreempt", f"gang {group} ({size}): {now.message}"))
-        elif now is not None:
-            out.append(finding(INFO, "WouldWait", f"gang {group} ({size}) would wait now: {now.message}"))
-            if deadline > 0:
-                path = ".".join(deadline_path or ())
-                out.append(
-                    finding(
-                        WARNING,
-                        "Deadline",
-                        f"{path}={deadline}s keeps counting while the gang waits, and it would wait now: "
-                        f"the {kind} fails if room does not appear within {deadline}s",
-                    )
-                )
-    for scheduler in sorted(_schedulers(kind, mutated)):
-        if scheduler not in state.schedulers_seen:
-            out.append(
-                finding(
-                    ERROR,
-                    "SchedulerMissing",
-                    f"schedulerName {scheduler}: no pod in the cluster was placed by it; if it is not "
-                    "installed the pods stay Pending once their gate is lifted",
-                )
-            )
-    return out
+        never = _never_starts(state, workload, gang)
+        findings.extend([never] if never is not None else _starts_now(state, workload, gang, own))
+    return findings
 
 
-def _schedulers(kind: str, workload: dict[str, Any]) -> set[str]:
-    gvk_kind = next(k for k in KINDS.values() if k.name == kind)
+def _never_starts(state: ClusterState, workload: _Workload, gang: Gang) -> Finding | None:
+    """Why the gang could not start even on the empty cluster, or None when it could."""
+    group = gang.key.name
+    on_empty = plan(_empty_cluster(state, gang), state.config).for_gang(gang.key)
+    if isinstance(on_empty, Reject):
+        return workload.finding(ERROR, "GroupSize", f"gang {group}: {on_empty.message}")
+    if isinstance(on_empty, Wait) and on_empty.reason is Reason.UNSCHEDULABLE:
+        return workload.finding(ERROR, "NeverFits", f"gang {group} would never start: {on_empty.message}")
+    if isinstance(on_empty, Wait):
+        return workload.finding(ERROR, "NeverStarts", f"gang {group}: {on_empty.message}")
+    return None
+
+
+def _starts_now(state: ClusterState, workload: _Workload, gang: Gang, own: set[str]) -> list[Finding]:
+    """What the gang would do on the cluster as it is: start, preempt, or wait (and then run out
+    its deadline)."""
+    group = gang.key.name
+    decision = plan(_as_now(state, gang, own), state.config).for_gang(gang.key)
+    size = f"{gang.min_member} {'member' if gang.min_member == 1 else 'members'}"
+    if isinstance(decision, Admit):
+        return [
+            workload.finding(INFO, "WouldStart", f"gang {group} ({size}) would start now: {decision.message}")
+        ]
+    if isinstance(decision, Preempt):
+        return [workload.finding(INFO, "WouldPreempt", f"gang {group} ({size}): {decision.message}")]
+    if decision is None:
+        return []
+    findings = [
+        workload.finding(INFO, "WouldWait", f"gang {group} ({size}) would wait now: {decision.message}")
+    ]
+    deadline_path = workload.spec.deadline_path
+    deadline = integer(get_in(workload.raw, *deadline_path), 0) if deadline_path else 0
+    if deadline > 0:
+        message = (
+            f"{'.'.join(deadline_path or ())}={deadline}s keeps counting while the gang waits, and it "
+            f"would wait now: the {workload.kind} fails if room does not appear within {deadline}s"
+        )
+        findings.append(workload.finding(WARNING, "Deadline", message))
+    return findings
+
+
+def _scheduler_findings(state: ClusterState, workload: _Workload, mutated: dict[str, Any]) -> list[Finding]:
+    """Schedulers the pods name that nothing in the cluster shows to be running."""
+    message = (
+        "schedulerName {}: no pod in the cluster was placed by it; if it is not installed the pods "
+        "stay Pending once their gate is lifted"
+    )
+    return [
+        workload.finding(ERROR, "SchedulerMissing", message.format(scheduler))
+        for scheduler in sorted(_schedulers(workload.spec, mutated))
+        if scheduler not in state.schedulers_seen
+    ]
+
+
+def _schedulers(spec: WorkloadKind, workload: dict[str, Any]) -> set[str]:
+    """The schedulers other than the default one that the workload's pod templates name."""
     names = set()
-    for path in gvk_kind.paths(workload):
+    for path in spec.paths(workload):
         name = get_in(workload, *path, "spec", "schedulerName")
-        if isinstance(name, str) and name and name != c.DEFAULT_SCHEDULER:
+        if isinstance(name, str) and name and name != constants.DEFAULT_SCHEDULER:
             names.add(name)
     return names
 
@@ -332,23 +407,26 @@ def audit(state: ClusterState, namespace: str | None, config: MutationConfig | N
     """Findings for every top-level workload of ``namespace`` (None: every namespace the webhook serves)."""
     config = config or MutationConfig()
     findings: list[Finding] = []
-    for kind in sorted(k.name for k in KINDS.values()):
+    for kind in sorted(spec.name for spec in KINDS.values()):
         for raw in state.workloads.get(kind, ()):
             meta = raw.get("metadata") or {}
-            ns = str(meta.get("namespace", ""))
-            if (namespace is not None and ns != namespace) or ns in config.excluded_namespaces:
+            its_namespace = str(meta.get("namespace", ""))
+            asked_for = namespace is None or its_namespace == namespace
+            if not asked_for or its_namespace in config.excluded_namespaces:
                 continue
             if any(ref.get("controller") for ref in meta.get("ownerReferences") or ()):
                 continue  # made by another workload (MPIJob launcher, CronJob): audited with it
             findings.extend(_check_workload(state, kind, raw, config))
-    findings.sort(key=lambda f: (_RANK[f.severity], f.namespace, f.workload, f.check))
+    findings.sort(
+        key=lambda finding: (_RANK[finding.severity], finding.namespace, finding.workload, finding.check)
+    )
     return findings
 
 
 def text(findings: list[Finding]) -> str:
     if not findings:
         return "No workloads to audit."
-    rows = [f.data() for f in findings]
+    rows = [finding.data() for finding in findings]
     columns = [
         ("severity", "SEVERITY"),
         ("namespace", "NAMESPACE"),
@@ -356,7 +434,7 @@ def text(findings: list[Finding]) -> str:
         ("check", "CHECK"),
         ("message", "MESSAGE"),
     ]
-    errors = sum(1 for f in findings if f.severity == ERROR)
-    warnings = sum(1 for f in findings if f.severity == WARNING)
+    errors = sum(1 for finding in findings if finding.severity == ERROR)
+    warnings = sum(1 for finding in findings if finding.severity == WARNING)
     summary = f"{errors} would never start, {warnings} {'warning' if warnings == 1 else 'warnings'}"
     return f"{table(rows, columns)}\n\n{summary}"

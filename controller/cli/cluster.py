@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.api import resources as r
 from controller.api.kube import JSON, ApiError, Kube
-from controller.api.resources import ResourceType
+from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey, Snapshot
@@ -25,11 +24,11 @@ from controller.pipeline.gangs import GangView
 from controller.pipeline.podgroups import PodGroupFactory, waiting_message
 from controller.runtime.app import WATCHED, informer_sinks, planner_config
 from controller.runtime.config import ControllerSettings
-from shared import constants as c
-from webhook.workloads import KINDS
+from shared import constants
+from shared.workloads import KINDS
 
-DEPLOYMENTS = r.ResourceType("apps", "v1", "deployments", "Deployment")
-STATEFULSETS = r.ResourceType("apps", "v1", "statefulsets", "StatefulSet")
+DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment")
+STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet")
 # Read besides what the controller watches: owners of members (explain Job/x, MPIJob/x) and the
 # workloads the audit dry-runs the webhook on.
 WORKLOAD_TYPES = tuple(
@@ -70,7 +69,7 @@ def controller_settings(deployment: JSON | None) -> tuple[ControllerSettings, st
             if name.startswith(CONTROLLER_ENV_PREFIX) and "value" in env:
                 values[name.removeprefix(CONTROLLER_ENV_PREFIX).lower()] = env["value"]
     meta = deployment.get("metadata") or {}
-    known = {k: v for k, v in values.items() if k in ControllerSettings.model_fields}
+    known = {name: value for name, value in values.items() if name in ControllerSettings.model_fields}
     return ControllerSettings(**known), f"Deployment {meta.get('namespace')}/{meta.get('name')}"
 
 
@@ -91,26 +90,28 @@ async def load(
     extra: Sequence[ResourceType] = WORKLOAD_TYPES,
 ) -> ClusterState:
     """List everything once and build the snapshot the controller would plan on at ``now``."""
-    wanted = [*WATCHED, *extra]
-    served_flags = await asyncio.gather(*(kube.served(rt) for rt in wanted))
-    types = [rt for rt, ok in zip(wanted, served_flags, strict=True) if ok]
-    lists = await asyncio.gather(*(kube.list(rt) for rt in types))
+    wanted = list(dict.fromkeys([*WATCHED, *extra]))  # Jobs and StatefulSets are watched as well
+    served_flags = await asyncio.gather(*(kube.served(resource_type) for resource_type in wanted))
+    served_types = [
+        resource_type for resource_type, served in zip(wanted, served_flags, strict=True) if served
+    ]
+    lists = await asyncio.gather(*(kube.list(resource_type) for resource_type in served_types))
     store = Store()
-    sinks = informer_sinks(store, types)
+    sinks = informer_sinks(store, served_types)
     workloads: dict[str, list[JSON]] = {}
-    schedulers = {c.DEFAULT_SCHEDULER}
-    for rt, (items, _) in zip(types, lists, strict=True):
-        if rt == r.PODS:
+    schedulers = {constants.DEFAULT_SCHEDULER}
+    for resource_type, (items, _) in zip(served_types, lists, strict=True):
+        if resource_type == PODS:
             schedulers.update(
                 str(spec["schedulerName"])
                 for pod in items
                 if (spec := pod.get("spec") or {}).get("nodeName") and spec.get("schedulerName")
             )
-        sink = sinks.get(str(rt))
+        sink = sinks.get(str(resource_type))
         if sink is not None:
             sink.replace(items)
-        else:
-            workloads[rt.kind] = items
+        if resource_type in extra:
+            workloads[resource_type.kind] = items  # the audit dry-runs the webhook on them
     synthesized, unsized = _podgroups_to_be(kube, store)
     source = "given"
     if config is None:
@@ -124,7 +125,7 @@ async def load(
         config,
         now,
         workloads,
-        {str(t) for t in types},
+        {str(resource_type) for resource_type in served_types},
         synthesized,
         source,
         schedulers,
@@ -143,7 +144,7 @@ def _podgroups_to_be(kube: Kube, store: Store) -> tuple[set[GangKey], dict[GangK
             continue
         manifest = factory.planned(key)
         if manifest is not None:
-            store.upsert_podgroup(r.PODGROUPS, manifest)
+            store.upsert_podgroup(PODGROUPS, manifest)
             synthesized.add(key)
             continue
         sizing = factory.sizing(key)

@@ -15,14 +15,14 @@ def duration(seconds: float | None) -> str:
     """``45s``, ``12m``, ``3h05m``, ``2d4h`` (kubectl's AGE style); ``-`` for None."""
     if seconds is None:
         return "-"
-    s = max(0, int(seconds))
-    if s < 120:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 48 * 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600}h"
+    whole = max(0, int(seconds))
+    if whole < 120:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m"
+    if whole < 48 * 3600:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600}h"
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
@@ -30,9 +30,9 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]])
     cells = [[header for _, header in columns]]
     for row in rows:
         cells.append(["-" if row.get(key) is None else str(row[key]) for key, _ in columns])
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    widths = [max(len(line[column]) for line in cells) for column in range(len(columns))]
     return "\n".join(
-        "   ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in cells
+        "   ".join(cell.ljust(widths[column]) for column, cell in enumerate(line)).rstrip() for line in cells
     )
 
 

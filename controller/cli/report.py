@@ -6,7 +6,7 @@ from typing import Any
 
 from controller.cli.cluster import ClusterState
 from controller.cli.render import duration, table
-from controller.core.model import Decision, GangKey, Pod, Preempt, Reject, Wait
+from controller.core.model import Decision, Gang, GangKey, Plan, Pod, Preempt, Reject, Short, Wait
 from controller.core.planner import PlanningPass
 from controller.core.state import is_live
 from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain
@@ -24,12 +24,12 @@ def decision_data(decision: Decision | None) -> dict[str, Any]:
     reason: str | None = None
     if isinstance(decision, Preempt):
         reason = "Preempting"
-    elif isinstance(decision, (Wait, Reject)):
+    elif isinstance(decision, (Wait, Short, Reject)):
         reason = decision.reason.value
-    out: dict[str, Any] = {"action": action, "reason": reason, "message": decision.message}
+    data: dict[str, Any] = {"action": action, "reason": reason, "message": decision.message}
     if isinstance(decision, Wait) and decision.timed_out:
-        out["timedOut"] = True
-    return out
+        data["timedOut"] = True
+    return data
 
 
 def _gpus(pod: Pod, resource: str) -> int:
@@ -38,7 +38,7 @@ def _gpus(pod: Pod, resource: str) -> int:
 
 def gpus_held(view: GangView, resource: str) -> int:
     """GPUs of the gang's members that sit on a node now."""
-    return sum(_gpus(p, resource) for p in view.members if p.node_name and is_live(p))
+    return sum(_gpus(pod, resource) for pod in view.members if pod.node_name and is_live(pod))
 
 
 def _member_state(pod: Pod) -> str:
@@ -65,45 +65,45 @@ def _fix_data(fix: FreeOnNode | AddNodes | Remove, resource: str) -> dict[str, A
             "node": fix.node,
             "resource": fix.resource,
             "amount": fix.amount,
-            "heldBy": [{"pod": name, "amount": n, "gang": gang} for name, n, gang in fix.holders],
+            "heldBy": [{"pod": name, "amount": amount, "gang": gang} for name, amount, gang in fix.holders],
         }
     if isinstance(fix, AddNodes):
         return {
             "change": "AddNodes",
             "count": fix.count,
             "like": fix.like,
-            "allocatable": {k: format_amount(k, v) for k, v in fix.allocatable},
+            "allocatable": {name: format_amount(name, amount) for name, amount in fix.allocatable},
         }
     return {
         "change": "Remove",
         "victims": [
             {
-                "name": v.label,
-                "kind": "gang" if v.gang is not None else "pod",
-                "priority": v.priority,
-                "pods": v.pods,
-                "lowerPriority": v.lower_priority,
+                "name": victim.label,
+                "kind": "gang" if victim.gang is not None else "pod",
+                "priority": victim.priority,
+                "pods": victim.pods,
+                "lowerPriority": victim.lower_priority,
             }
-            for v in fix.victims
+            for victim in fix.victims
         ],
     }
 
 
 def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     view = state.views[key]
-    found: Explanation = explain(state.snapshot, key, state.config)
-    gang = found.gang
-    record = view.podgroup
+    explanation: Explanation = explain(state.snapshot, key, state.config)
+    gang = explanation.gang
+    podgroup = view.podgroup
     resource = state.config.gpu_resource
     members = [
         {
-            "name": p.name,
-            "state": _member_state(p),
-            "node": p.node_name,
-            resource: _gpus(p, resource),
-            "admitted": p.uid in gang.admitted,
+            "name": pod.name,
+            "state": _member_state(pod),
+            "node": pod.node_name,
+            resource: _gpus(pod, resource),
+            "admitted": pod.uid in gang.admitted,
         }
-        for p in sorted(view.members, key=lambda p: p.name)
+        for pod in sorted(view.members, key=lambda pod: pod.name)
     ]
     notes = []
     if key in state.synthesized:
@@ -112,11 +112,11 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     data: dict[str, Any] = {
         "gang": str(key),
         "podGroup": {
-            "kind": f"{record.rt.plural}.{record.rt.group}",
+            "kind": f"{podgroup.rt.plural}.{podgroup.rt.group}",
             "minMember": gang.min_member,
             "maxMember": gang.max_member,
-            "phase": record.status.get("phase"),
-            "message": record.status.get("message"),
+            "phase": podgroup.status.get("phase"),
+            "message": podgroup.status.get("message"),
         },
         "priority": gang.priority,
         "localPriority": gang.local_priority,
@@ -124,15 +124,19 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
         "placement": gang.placement.value,
         "waiting": None if view.gang.admitted_at is not None else state.now - gang.wait_start,
         "members": members,
-        "order": {"position": found.position, "of": found.of, "ahead": [str(k) for k in found.ahead]},
-        "decision": decision_data(found.decision),
+        "order": {
+            "position": explanation.position,
+            "of": explanation.of,
+            "ahead": [str(other) for other in explanation.ahead],
+        },
+        "decision": decision_data(explanation.decision),
         "partial": None,
-        "fixes": [_fix_data(f, resource) for f in found.fixes],
+        "fixes": [_fix_data(fix, resource) for fix in explanation.fixes],
         "notes": notes,
     }
-    if found.partial is not None:
-        p = found.partial
-        data["partial"] = {"needed": p.needed, "placed": p.placed, "nodes": dict(p.nodes)}
+    if explanation.partial is not None:
+        partial = explanation.partial
+        data["partial"] = {"needed": partial.needed, "placed": partial.placed, "nodes": dict(partial.nodes)}
     return data
 
 
@@ -140,8 +144,9 @@ def _fix_text(fix: dict[str, Any]) -> str:
     if fix["change"] == "FreeOnNode":
         # Holders grouped by gang: "gang team/small (3 pods, 3)", other pods one by one.
         groups: dict[str, list[int]] = {}
-        for h in fix["heldBy"]:
-            groups.setdefault(f"gang {h['gang']}" if h["gang"] else f"pod {h['pod']}", []).append(h["amount"])
+        for holder in fix["heldBy"]:
+            name = f"gang {holder['gang']}" if holder["gang"] else f"pod {holder['pod']}"
+            groups.setdefault(name, []).append(holder["amount"])
         shown = [
             f"{name} ({len(amounts)} pods, {sum(amounts)})" if len(amounts) > 1 else f"{name} ({amounts[0]})"
             for name, amounts in list(groups.items())[:6]
@@ -152,68 +157,95 @@ def _fix_text(fix: dict[str, Any]) -> str:
             f"(held now by {', '.join(shown)}{more})"
         )
     if fix["change"] == "AddNodes":
-        alloc = ", ".join(f"{k} {v}" for k, v in fix["allocatable"].items() if k != "pods")
+        allocatable = ", ".join(
+            f"{name} {amount}" for name, amount in fix["allocatable"].items() if name != "pods"
+        )
         nodes = "1 node" if fix["count"] == 1 else f"{fix['count']} nodes"
-        return f"add {nodes} like {fix['like']} ({alloc})"
+        return f"add {nodes} like {fix['like']} ({allocatable})"
     parts = []
-    for v in fix["victims"]:
-        how = "lower priority: Phalanx may preempt it" if v["lowerPriority"] else "not lower priority"
-        parts.append(f"{v['kind']} {v['name']} ({v['pods']} pods, priority {v['priority']}; {how})")
+    for victim in fix["victims"]:
+        how = "lower priority: Phalanx may preempt it" if victim["lowerPriority"] else "not lower priority"
+        parts.append(
+            f"{victim['kind']} {victim['name']} ({victim['pods']} pods, priority {victim['priority']}; {how})"
+        )
     return "end " + ", ".join(parts)
 
 
 def explain_text(data: dict[str, Any]) -> str:
-    pg = data["podGroup"]
-    size = f"minMember {pg['minMember']}" + (f", maxMember {pg['maxMember']}" if pg["maxMember"] else "")
-    lines = [f"Gang:       {data['gang']} (PodGroup {pg['kind']}, {size})"]
-    if pg["phase"]:
-        lines.append(f"Status:     {pg['phase']}" + (f": {pg['message']}" if pg["message"] else ""))
-    prio = f"{data['priority']}" + (
-        f" (own {data['localPriority']})" if data["localPriority"] is not None else ""
+    return "\n".join(
+        [
+            *_gang_lines(data),
+            *_member_lines(data["members"]),
+            *_decision_lines(data),
+            *(f"Note:       {note}" for note in data["notes"]),
+        ]
     )
+
+
+def _gang_lines(data: dict[str, Any]) -> list[str]:
+    """The PodGroup, its status, priority, how long it waits and where it is in the order."""
+    podgroup = data["podGroup"]
+    size = f"minMember {podgroup['minMember']}" + (
+        f", maxMember {podgroup['maxMember']}" if podgroup["maxMember"] else ""
+    )
+    lines = [f"Gang:       {data['gang']} (PodGroup {podgroup['kind']}, {size})"]
+    if podgroup["phase"]:
+        message = f": {podgroup['message']}" if podgroup["message"] else ""
+        lines.append(f"Status:     {podgroup['phase']}{message}")
+    own = f" (own {data['localPriority']})" if data["localPriority"] is not None else ""
     queue = f", queue {data['queue']}" if data["queue"] else ""
-    lines.append(f"Priority:   {prio}{queue}; placement {data['placement']}")
+    lines.append(f"Priority:   {data['priority']}{own}{queue}; placement {data['placement']}")
     if data["waiting"] is not None:
         lines.append(f"Waiting:    {duration(data['waiting'])}")
     order = data["order"]
     ahead = order["ahead"]
-    behind = (
-        f"; waiting ahead of it: {', '.join(ahead[:6])}" + (" …" if len(ahead) > 6 else "") if ahead else ""
-    )
+    shown = ", ".join(ahead[:6]) + (" …" if len(ahead) > 6 else "")
+    behind = f"; waiting ahead of it: {shown}" if ahead else ""
     lines.append(f"Order:      {order['position']} of {order['of']}{behind}")
-    gpu_key = next((k for k in data["members"][0] if "/" in k), None) if data["members"] else None
-    states: dict[str, int] = {}
-    for m in data["members"]:
-        states[m["state"]] = states.get(m["state"], 0) + 1
-    summary = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-    lines.append(f"Members:    {len(data['members'])}" + (f" ({summary})" if summary else ""))
+    return lines
+
+
+def _member_lines(members: list[dict[str, Any]]) -> list[str]:
+    """How many members in which state, and the first MEMBERS_SHOWN of them as a table."""
+    counts: dict[str, int] = {}
+    for member in members:
+        counts[member["state"]] = counts.get(member["state"], 0) + 1
+    summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+    lines = [f"Members:    {len(members)}" + (f" ({summary})" if summary else "")]
     columns = [("name", "NAME"), ("state", "STATE"), ("node", "NODE")]
+    # The GPU column is keyed by the resource name (nvidia.com/gpu): the only key with a slash.
+    gpu_key = next((key for key in members[0] if "/" in key), None) if members else None
     if gpu_key:
         columns.append((gpu_key, "GPUS"))
-    shown = data["members"][:MEMBERS_SHOWN]
-    lines.extend("  " + line for line in table(shown, columns).splitlines())
-    if len(data["members"]) > MEMBERS_SHOWN:
-        lines.append(f"  … (+{len(data['members']) - MEMBERS_SHOWN} more; -o yaml lists all)")
-    d = data["decision"]
-    verdict = d["action"] + (f" {d['reason']}" if d["reason"] and d["reason"] != d["action"] else "")
-    lines.append(f"Decision:   {verdict}: {d['message']}")
+    lines.extend("  " + line for line in table(members[:MEMBERS_SHOWN], columns).splitlines())
+    if len(members) > MEMBERS_SHOWN:
+        lines.append(f"  … (+{len(members) - MEMBERS_SHOWN} more; -o yaml lists all)")
+    return lines
+
+
+def _decision_lines(data: dict[str, Any]) -> list[str]:
+    """The decision, the best partial placement, and what would make the gang start."""
+    decision = data["decision"]
+    reason = decision["reason"]
+    verdict = decision["action"] + (f" {reason}" if reason and reason != decision["action"] else "")
+    lines = [f"Decision:   {verdict}: {decision['message']}"]
     if data["partial"]:
-        p = data["partial"]
-        where = ", ".join(f"{n} {c}" for n, c in p["nodes"].items()) or "nowhere"
-        lines.append(f"Best now:   {p['placed']} of {p['needed']} members fit ({where})")
+        partial = data["partial"]
+        where = ", ".join(f"{node} {count}" for node, count in partial["nodes"].items()) or "nowhere"
+        lines.append(f"Best now:   {partial['placed']} of {partial['needed']} members fit ({where})")
+    ahead = data["order"]["ahead"]
     if data["fixes"]:
         lines.append("It would start if you (each checked by re-planning):")
         lines.extend(f"  - {_fix_text(fix)}" for fix in data["fixes"])
-    elif d["action"] == "Wait" and d["reason"] in ROOM_REASONS:
+    elif decision["action"] == "Wait" and reason in ROOM_REASONS:
         lines.append(
             "No single change searched (GPUs freed on one node, up to 64 new nodes like one it may "
             "use, running gangs ended) starts it"
             + (f" ahead of the {len(ahead)} gangs waiting before it." if ahead else ".")
         )
-    elif d["action"] == "Wait":
+    elif decision["action"] == "Wait":
         lines.append("Room is not what it waits for (see the decision).")
-    lines.extend(f"Note:       {n}" for n in data["notes"])
-    return "\n".join(lines)
+    return lines
 
 
 # ---- top ---------------------------------------------------------------------------------------
@@ -225,53 +257,57 @@ def top_data(state: ClusterState, namespace: str | None) -> dict[str, list[dict[
     planning = PlanningPass(state.snapshot, state.config)
     order = list(planning.st.gangs)  # the pass's own order (queues, when there are any, re-rank it)
     the_plan = planning.run()
-    decisions = {d.gang: d for d in the_plan.decisions}
+    gangs = [
+        _gang_row(state, position, gang, the_plan.for_gang(gang.key))
+        for position, gang in enumerate(order, start=1)
+        if namespace is None or gang.key.namespace == namespace
+    ]
+    return {"gangs": gangs, "queues": _queue_rows(state, the_plan)}
+
+
+def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision | None) -> dict[str, Any]:
+    """One line of ``top``: the gang's status as the controller would write it after this pass."""
+    view = state.views[gang.key]
+    wanted = status.desired(view, decision, state.now)
+    admitted = wanted["phase"] not in ("Pending", "Failed")
+    return {
+        "order": position,
+        "namespace": gang.key.namespace,
+        "name": gang.key.name,
+        "queue": gang.queue,
+        "priority": gang.priority,
+        "size": str(gang.min_member) + (f"-{gang.max_member}" if gang.max_member else ""),
+        "members": sum(1 for pod in view.members if is_live(pod)),
+        "state": wanted["phase"],
+        "reason": wanted["reason"],
+        "waitingSeconds": None if admitted else round(state.now - gang.wait_start),
+        "gpusHeld": gpus_held(view, state.config.gpu_resource),
+        "message": wanted["message"],
+    }
+
+
+def _queue_rows(state: ClusterState, the_plan: Plan) -> list[dict[str, Any]]:
+    """Every queue's GPU quota and limit, and what the pass allocated and found requested."""
     resource = state.config.gpu_resource
     rows = []
-    for i, gang in enumerate(order, start=1):
-        if namespace is not None and gang.key.namespace != namespace:
-            continue
-        view = state.views[gang.key]
-        decision = decisions.get(gang.key)
-        wanted = status.desired(view, decision, state.now)
-        admitted = wanted["phase"] not in ("Pending", "Failed")
-        live = sum(1 for p in view.members if is_live(p))
-        size = str(gang.min_member) + (f"-{gang.max_member}" if gang.max_member else "")
-        rows.append(
-            {
-                "order": i,
-                "namespace": gang.key.namespace,
-                "name": gang.key.name,
-                "queue": gang.queue,
-                "priority": gang.priority,
-                "size": size,
-                "members": live,
-                "state": wanted["phase"],
-                "reason": wanted["reason"],
-                "waitingSeconds": None if admitted else round(state.now - gang.wait_start),
-                "gpusHeld": gpus_held(view, resource),
-                "message": wanted["message"],
-            }
-        )
-    queues = []
     for name in sorted(state.snapshot.queues):
         queue = state.snapshot.queues[name]
         own = queue.resources.get(resource)
-        report = the_plan.queues.get(name)
-        queues.append(
+        seen = the_plan.queues.get(name)
+        rows.append(
             {
                 "name": name,
                 "parent": queue.parent,
                 "gpuQuota": own.quota if own else 0,
                 "gpuLimit": own.limit if own else None,
-                "gpuAllocated": report.allocated.get(resource, 0) if report else 0,
-                "gpuRequested": report.requested.get(resource, 0) if report else 0,
-                "gpuFairShare": round(report.fair_share.get(resource, 0.0), 2) if report else 0.0,
-                "admittedGangs": report.admitted_gangs if report else 0,
-                "waitingGangs": report.waiting_gangs if report else 0,
+                "gpuAllocated": seen.allocated.get(resource, 0) if seen else 0,
+                "gpuRequested": seen.requested.get(resource, 0) if seen else 0,
+                "gpuFairShare": round(seen.fair_share.get(resource, 0.0), 2) if seen else 0.0,
+                "admittedGangs": seen.admitted_gangs if seen else 0,
+                "waitingGangs": seen.waiting_gangs if seen else 0,
             }
         )
-    return {"gangs": rows, "queues": queues}
+    return rows
 
 
 TOP_COLUMNS = [
@@ -301,17 +337,18 @@ QUEUE_COLUMNS = [
 
 
 def top_text(data: dict[str, list[dict[str, Any]]]) -> str:
-    rows, queues = data["gangs"], data["queues"]
-    out = []
-    if rows:
+    gangs, queues = data["gangs"], data["queues"]
+    tables = []
+    if gangs:
         shown = [
-            {**r, "wait": duration(r["waitingSeconds"]) if r["waitingSeconds"] is not None else "-"}
-            for r in rows
+            {**gang, "wait": duration(gang["waitingSeconds"]) if gang["waitingSeconds"] is not None else "-"}
+            for gang in gangs
         ]
-        with_queue = any(r["queue"] for r in rows)
-        out.append(table(shown, TOP_COLUMNS if with_queue else [c for c in TOP_COLUMNS if c[0] != "queue"]))
+        with_queue = any(gang["queue"] for gang in gangs)
+        columns = TOP_COLUMNS if with_queue else [column for column in TOP_COLUMNS if column[0] != "queue"]
+        tables.append(table(shown, columns))
     else:
-        out.append("No gangs.")
+        tables.append("No gangs.")
     if queues:
-        out.append(table(queues, QUEUE_COLUMNS))
-    return "\n\n".join(out)
+        tables.append(table(queues, QUEUE_COLUMNS))
+    return "\n\n".join(tables)

@@ -22,8 +22,8 @@ class TargetError(LookupError):
 
 
 def parse(target: str) -> tuple[str, str]:
-    kind, sep, name = target.partition("/")
-    if not sep or not kind or not name:
+    kind, slash, name = target.partition("/")
+    if not slash or not kind or not name:
         raise TargetError(f"expected <kind>/<name> (e.g. job/train), got {target!r}")
     kind = kind.lower().split(".", 1)[0]  # job.batch, podgroups.scheduling.sigs.k8s.io
     return ALIASES.get(kind, kind), name
@@ -35,10 +35,10 @@ def _owner_names(state: ClusterState, namespace: str, kind: str, name: str) -> s
     owned = {(kind, name)}
     # List items carry no kind: it is the list's.
     objects = [
-        (listed.lower(), o.get("metadata") or {})
+        (listed.lower(), item.get("metadata") or {})
         for listed, items in state.workloads.items()
-        for o in items
-        if (o.get("metadata") or {}).get("namespace") == namespace
+        for item in items
+        if (item.get("metadata") or {}).get("namespace") == namespace
     ]
     grew = True
     while grew:

@@ -34,7 +34,8 @@ class ResourceIndex:
         rest = sorted(set(names) - {"pods", gpu_resource})
         self.names: list[str] = ["pods", gpu_resource, *rest]
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
-        self._cache: dict[tuple[tuple[str, int], ...], tuple[Vector, tuple[str, ...]]] = {}
+        # tuple(requests.items()) -> what vector() returned for them (read it, never write it)
+        self.known: dict[tuple[tuple[str, int], ...], tuple[Vector, tuple[str, ...]]] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -42,7 +43,7 @@ class ResourceIndex:
     def vector(self, requests: Mapping[str, int]) -> tuple[Vector, tuple[str, ...]]:
         """The sparse request (pods counted as exactly 1) and the requested resources no node has."""
         key = tuple(requests.items())
-        found = self._cache.get(key)
+        found = self.known.get(key)
         if found is not None:
             return found
         index = self.index
@@ -58,7 +59,7 @@ class ResourceIndex:
                 entries.append((i, amount))
         entries.sort()
         result = (tuple(entries), tuple(sorted(missing)))
-        self._cache[key] = result
+        self.known[key] = result
         return result
 
     def dense(self, requests: Mapping[str, int]) -> list[int]:
@@ -78,36 +79,15 @@ def fits_count(free: list[int], vec: Vector) -> int:
     return best
 
 
-class Capacity:
-    """Mutable free room for a pass. Node indexes follow the pass's node order (sorted by name)."""
+class Topology:
+    """Topology domains (rack, then zone) of a node set: per level, each node's domain id (-1: none),
+    the domains' names (sorted) and members. Fixed for the nodes, shared by every pass that sees them."""
 
-    def __init__(
-        self,
-        names: Sequence[str],
-        free: list[list[int]],
-        visible: Sequence[bool],
-        max_gpus: int,
-        domains: Sequence[Sequence[str | None]] = (),
-    ) -> None:
-        """`free`: per node, per resource (taken over, not copied). `max_gpus`: the largest GPU
-        allocatable of any node. `domains`: per topology level (rack first, then zone), the node's
-        domain name or None."""
-        self.names = list(names)
-        self.free = free
-        n = len(free)
-        width = len(free[0]) if free else 2
-        self.visible = bytearray(1 if v else 0 for v in visible)
-        self.n_visible = sum(self.visible)
-        self.max_level = max(max_gpus, 0)
-        self.level = [0] * n
-        self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_level + 1)]
-        self.sums = [0] * width
-        # topology: per level t, node -> domain id, domain -> names / members / level counts / GPUs
+    def __init__(self, domains: Sequence[Sequence[str | None]] = ()) -> None:
+        """`domains`: per topology level (rack first, then zone), each node's domain name or None."""
         self.dom_of: list[list[int]] = []
         self.dom_names: list[list[str]] = []
         self.dom_members: list[list[list[int]]] = []
-        self.dom_counts: list[list[list[int]]] = []
-        self.dom_gpus: list[list[int]] = []
         for per_node in domains:
             names_sorted = sorted({d for d in per_node if d is not None})
             ids = {d: k for k, d in enumerate(names_sorted)}
@@ -118,12 +98,41 @@ class Capacity:
                 if d is not None:
                     members[ids[d]].append(i)
             self.dom_members.append(members)
-            self.dom_counts.append([[0] * (self.max_level + 1) for _ in names_sorted])
-            self.dom_gpus.append([0] * len(names_sorted))
-        for i in range(n):
-            self.level[i] = self._level_of(free[i][GPU])
-            if self.visible[i]:
-                self._show(i)
+
+
+class Capacity:
+    """Mutable free room for a pass. Node indexes follow the pass's node order (sorted by name)."""
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        free: list[list[int]],
+        visible: Sequence[bool],
+        max_gpus: int,
+        topology: Topology | None = None,
+    ) -> None:
+        """`free`: per node, per resource (taken over, not copied). `max_gpus`: the largest GPU
+        allocatable of any node."""
+        self.names = names
+        self.free = free
+        width = len(free[0]) if free else 2
+        self.visible = bytearray(visible)  # bools are 0 and 1
+        self.n_visible = sum(self.visible)
+        self.max_level = max(max_gpus, 0)
+        self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_level + 1)]
+        self.sums = [0] * width
+        topology = topology if topology is not None else Topology()
+        # per topology level t: node -> domain id, domain -> names / members (fixed), and per
+        # domain its nodes at each GPU level and its free GPUs (this pass's)
+        self.dom_of = topology.dom_of
+        self.dom_names = topology.dom_names
+        self.dom_members = topology.dom_members
+        self.dom_counts: list[list[list[int]]] = [
+            [[0] * (self.max_level + 1) for _ in names_sorted] for names_sorted in self.dom_names
+        ]
+        self.dom_gpus: list[list[int]] = [[0] * len(names_sorted) for names_sorted in self.dom_names]
+        self.level = [0] * len(free)
+        self._index_all()
         self.journal: list[tuple[int, Vector, int]] = []
         # An id of the current state: a new one after every change, the old one back after a
         # rollback. Equal ids mean equal free room (memo keys for messages).
@@ -136,6 +145,31 @@ class Capacity:
         if gpus <= 0:
             return 0
         return gpus if gpus <= self.max_level else self.max_level
+
+    def _index_all(self) -> None:
+        """``_level_of`` and ``_show`` for every node at once (every pass does it for every node)."""
+        top = self.max_level
+        level = self.level
+        buckets = self.buckets
+        sums = self.sums
+        visible = self.visible
+        domains = [(dom_of, self.dom_counts[t], self.dom_gpus[t]) for t, dom_of in enumerate(self.dom_of)]
+        for i, row in enumerate(self.free):
+            gpus = row[GPU]
+            lvl = 0 if gpus <= 0 else (gpus if gpus <= top else top)
+            level[i] = lvl
+            if not visible[i]:
+                continue
+            for r, v in enumerate(row):
+                if v > 0:
+                    sums[r] += v
+            buckets[lvl][i] = None
+            free_gpus = gpus if gpus > 0 else 0
+            for dom_of, counts, dom_gpus in domains:
+                d = dom_of[i]
+                if d >= 0:
+                    counts[d][lvl] += 1
+                    dom_gpus[d] += free_gpus
 
     def _show(self, i: int) -> None:
         f = self.free[i]

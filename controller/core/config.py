@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared import constants as c
+from shared import constants
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RACK_LABEL = "topology.kubernetes.io/rack"
@@ -35,7 +35,7 @@ class PlannerConfig:
     zone_label: str = ZONE_LABEL
     rack_label: str = RACK_LABEL
     # The resource that drives the best-fit index and the messages.
-    gpu_resource: str = c.GPU_RESOURCE
+    gpu_resource: str = constants.GPU_RESOURCE
     # Owner kinds whose pods never end on their own (DaemonSets): a starvation reservation and the
     # "could this ever fit on an empty cluster" check count their room as permanently taken.
     permanent_owner_kinds: tuple[str, ...] = ("DaemonSet",)

@@ -201,6 +201,19 @@ def grown(counts: Sequence[tuple[str, int]], waiting: int, limit: int) -> str:
     return f"{text}; {waiting} more wait for room" if waiting else text
 
 
+def short_of_members(missing: int, min_member: int, waiting: int) -> str:
+    """An admitted gang whose workload has not created the members it is short of yet."""
+    return (
+        f"{_plural(missing, 'more member')} needed to reach {min_member}; {waiting} created so far: "
+        "they start together once all exist"
+    )
+
+
+def short_of_room(missing: int, min_member: int, why: str) -> str:
+    """An admitted gang whose missing members (scaled up, or lost) do not all fit now."""
+    return f"{_plural(missing, 'more member')} needed to reach {min_member} wait to start together: {why}"
+
+
 def family_admitted(parent: str, text: str) -> str:
     return f"admitted with its sibling groups of parent {parent}; {text}"
 

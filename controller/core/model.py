@@ -281,7 +281,19 @@ class Preempt:
     reclaimed_from: tuple[str, ...] = ()
 
 
-Decision: TypeAlias = Admit | Wait | Reject | Preempt
+@dataclass(frozen=True, slots=True)
+class Short:
+    """An admitted gang short of members it needs -- its workload was scaled up, or members were
+    lost -- whose missing members cannot all start yet. They wait, gated, to start together; the
+    members that run keep running (a Wait would read as "not admitted")."""
+
+    gang: GangKey
+    reason: Reason  # WAITING_FOR_MEMBERS, INSUFFICIENT_CAPACITY, UNSCHEDULABLE or QUEUE_LIMIT
+    message: str
+    missing: int  # members it needs beyond those that run or are admitted
+
+
+Decision: TypeAlias = Admit | Wait | Reject | Preempt | Short
 
 
 @dataclass(frozen=True, slots=True)

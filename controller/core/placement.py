@@ -52,21 +52,21 @@ class FitMemo:
 
 
 def signature(items: Items) -> tuple[tuple[int, int], ...]:
-    return tuple((shape.id, n) for shape, n in items)
+    return tuple([(shape.id, n) for shape, n in items])
 
 
 def sort_items(items: Items) -> list[tuple[Shape, int]]:
     return sorted(items, key=lambda item: item[0].size)
 
 
-def _fill_buckets(cap: Capacity, shape: Shape, n: int, out: Assignment) -> int:
+def _fill_buckets(capacity: Capacity, shape: Shape, n: int, out: Assignment) -> int:
     """Cluster-wide fill of a GPU shape through the GPU buckets. Returns the pods placed."""
     vec = shape.vec
     q = shape.gpu
     flags = shape.mask.flags
-    free = cap.free
-    buckets = cap.buckets
-    top = cap.max_level
+    free = capacity.free
+    buckets = capacity.buckets
+    top = capacity.max_level
     rem = n
     while rem > 0:
         lo = rem * q
@@ -79,7 +79,7 @@ def _fill_buckets(cap: Capacity, shape: Shape, n: int, out: Assignment) -> int:
             if chosen >= 0:
                 break
         if chosen >= 0:
-            cap.book(chosen, vec, rem)
+            capacity.book(chosen, vec, rem)
             out.append((chosen, rem))
             return n
         best, best_fit = -1, 0
@@ -96,18 +96,18 @@ def _fill_buckets(cap: Capacity, shape: Shape, n: int, out: Assignment) -> int:
                             break
         if best < 0:
             break
-        cap.book(best, vec, best_fit)
+        capacity.book(best, vec, best_fit)
         out.append((best, best_fit))
         rem -= best_fit
     return n - rem
 
 
-def _fill_scan(cap: Capacity, shape: Shape, n: int, nodes: Sequence[int], out: Assignment) -> int:
+def _fill_scan(capacity: Capacity, shape: Shape, n: int, nodes: Sequence[int], out: Assignment) -> int:
     """Fill over an explicit node list: fits computed once, then greedy on the sorted list."""
     vec = shape.vec
     flags = shape.mask.flags
-    visible = cap.visible
-    free = cap.free
+    visible = capacity.visible
+    free = capacity.free
     cands: list[tuple[int, int]] = []
     for i in nodes:
         if flags[i] and visible[i]:
@@ -124,86 +124,86 @@ def _fill_scan(cap: Capacity, shape: Shape, n: int, nodes: Sequence[int], out: A
         j = bisect_left(fits, rem, 0, hi)
         if j < hi:
             i = cands[j][1]
-            cap.book(i, vec, rem)
+            capacity.book(i, vec, rem)
             out.append((i, rem))
             return n
         hi -= 1
         f, i = cands[hi]
-        cap.book(i, vec, f)
+        capacity.book(i, vec, f)
         out.append((i, f))
         rem -= f
     return n - rem
 
 
-def _quick_bound(cap: Capacity, shape: Shape) -> int:
+def _quick_bound(capacity: Capacity, shape: Shape) -> int:
     """An upper bound on how many pods of `shape` fit on visible nodes."""
     if shape.missing or not shape.mask.count:
         return 0
-    sums = cap.sums
+    sums = capacity.sums
     bound = 1 << 62
     for r, a in shape.vec:
         b = sums[r] // a
         if b < bound:  # noqa: PLR1730 - hot path
             bound = b
     if shape.gpu:
-        b = cap.gpu_upper_bound(shape.gpu)
+        b = capacity.gpu_upper_bound(shape.gpu)
         if b < bound:  # noqa: PLR1730 - hot path
             bound = b
     return bound
 
 
 def fill(
-    cap: Capacity, shape: Shape, n: int, nodes: Sequence[int] | None = None, partial: bool = False
+    capacity: Capacity, shape: Shape, n: int, nodes: Sequence[int] | None = None, partial: bool = False
 ) -> tuple[Assignment, int]:
     """Place up to `n` pods of `shape` (booked). All or none unless `partial`."""
     out: Assignment = []
     if n <= 0:
         return out, 0
-    if _quick_bound(cap, shape) < (1 if partial else n):
+    if _quick_bound(capacity, shape) < (1 if partial else n):
         return out, 0
-    mark = cap.mark()
+    mark = capacity.mark()
     if nodes is not None:
-        placed = _fill_scan(cap, shape, n, nodes, out)
-    elif shape.gpu and shape.mask.count * 2 >= cap.n_visible:
-        placed = _fill_buckets(cap, shape, n, out)
+        placed = _fill_scan(capacity, shape, n, nodes, out)
+    elif shape.gpu and shape.mask.count * 2 >= capacity.n_visible:
+        placed = _fill_buckets(capacity, shape, n, out)
     else:
-        placed = _fill_scan(cap, shape, n, shape.mask.indices, out)
+        placed = _fill_scan(capacity, shape, n, shape.mask.indices, out)
     if placed < n and not partial:
-        cap.rollback(mark)
+        capacity.rollback(mark)
         return [], 0
     return out, placed
 
 
-def _demand_fits_sums(cap: Capacity, items: Items) -> bool:
-    need = [0] * len(cap.sums)
+def _demand_fits_sums(capacity: Capacity, items: Items) -> bool:
+    need = [0] * len(capacity.sums)
     for shape, n in items:
         for r, a in shape.vec:
             need[r] += a * n
-    return all(need[r] <= cap.sums[r] for r in range(len(need)) if need[r])
+    return all(need[r] <= capacity.sums[r] for r in range(len(need)) if need[r])
 
 
 def _place_in_domain(
-    cap: Capacity, items: Items, attempts: int
+    capacity: Capacity, items: Items, attempts: int
 ) -> tuple[list[Assignment], tuple[int, int]] | None:
     gpus = sum(shape.gpu * n for shape, n in items)
-    for t in range(len(cap.dom_of)):
-        dom_gpus = cap.dom_gpus[t]
+    for t in range(len(capacity.dom_of)):
+        dom_gpus = capacity.dom_gpus[t]
         candidates: list[tuple[int, int, int]] = []
         for d in range(len(dom_gpus)):
             if dom_gpus[d] < gpus:
                 continue
-            if all(not shape.gpu or cap.domain_upper_bound(t, d, shape.gpu) >= n for shape, n in items):
-                nodes = sum(cap.domain_min_nodes(t, d, shape.gpu, n) for shape, n in items if shape.gpu)
+            if all(not shape.gpu or capacity.domain_upper_bound(t, d, shape.gpu) >= n for shape, n in items):
+                nodes = sum(capacity.domain_min_nodes(t, d, shape.gpu, n) for shape, n in items if shape.gpu)
                 candidates.append((nodes, dom_gpus[d], d))
         candidates.sort()  # fewest nodes, then the tightest domain
         for _, _, d in candidates[:attempts]:
-            members = cap.dom_members[t][d]
-            mark = cap.mark()
+            members = capacity.dom_members[t][d]
+            mark = capacity.mark()
             result: list[Assignment] = []
             for shape, n in items:
-                out, placed = fill(cap, shape, n, members)
+                out, placed = fill(capacity, shape, n, members)
                 if placed < n:
-                    cap.rollback(mark)
+                    capacity.rollback(mark)
                     break
                 result.append(out)
             else:
@@ -212,31 +212,31 @@ def _place_in_domain(
 
 
 def place(
-    cap: Capacity, items: Items, memo: FitMemo | None = None, topology_attempts: int = 8
+    capacity: Capacity, items: Items, memo: FitMemo | None = None, topology_attempts: int = 8
 ) -> tuple[list[Assignment], tuple[int, int] | None] | None:
     """Place every item (sorted biggest first) or nothing. On success the room is booked and the
     result is one Assignment per item plus the topology domain (level, domain) it was kept in."""
     if memo is not None and memo.known_failure(items):
         return None
     for shape, n in items:
-        if _quick_bound(cap, shape) < n:
+        if _quick_bound(capacity, shape) < n:
             if memo is not None:
                 memo.record(items, shape, n)
             return None
-    if len(items) > 1 and not _demand_fits_sums(cap, items):
+    if len(items) > 1 and not _demand_fits_sums(capacity, items):
         if memo is not None:
             memo.record(items, None, 0)
         return None
     total = sum(n for _, n in items)
-    if total > 1 and cap.dom_of and any(shape.gpu for shape, _ in items):
-        found = _place_in_domain(cap, items, topology_attempts)
+    if total > 1 and capacity.dom_of and any(shape.gpu for shape, _ in items):
+        found = _place_in_domain(capacity, items, topology_attempts)
         if found is not None:
             return found
-    result, failed_at = _fill_in_order(cap, items, range(len(items)))
+    result, failed_at = _fill_in_order(capacity, items, range(len(items)))
     if result is None and failed_at > 0:
         # Biggest first is greedy: a mixed gang (an 8-GPU worker and a 60-CPU launcher) can fit
         # only the other way round. One retry, smallest first, before calling it a failure.
-        result, _ = _fill_in_order(cap, items, range(len(items) - 1, -1, -1))
+        result, _ = _fill_in_order(capacity, items, range(len(items) - 1, -1, -1))
     if result is None:
         if memo is not None:
             memo.record(items, items[0][0] if failed_at == 0 else None, items[failed_at][1])
@@ -244,56 +244,58 @@ def place(
     return result, None
 
 
-def _fill_in_order(cap: Capacity, items: Items, order: Iterable[int]) -> tuple[list[Assignment] | None, int]:
+def _fill_in_order(
+    capacity: Capacity, items: Items, order: Iterable[int]
+) -> tuple[list[Assignment] | None, int]:
     """Fill the items in ``order`` (booked), all or nothing: (one Assignment per item in the
     items' own order, or None and the index of the item that did not fit)."""
-    mark = cap.mark()
+    mark = capacity.mark()
     result: list[Assignment] = [[] for _ in items]
     for k in order:
         shape, n = items[k]
-        out, placed = fill(cap, shape, n)
+        out, placed = fill(capacity, shape, n)
         if placed < n:
-            cap.rollback(mark)
+            capacity.rollback(mark)
             return None, k
         result[k] = out
     return result, -1
 
 
-def place_extra(cap: Capacity, items: Items, domain: tuple[int, int] | None) -> list[Assignment]:
+def place_extra(capacity: Capacity, items: Items, domain: tuple[int, int] | None) -> list[Assignment]:
     """Place as many of each item as fit (elastic members), inside `domain` first. Booked."""
     result: list[Assignment] = []
     for shape, n in items:
         out: Assignment = []
         placed = 0
         if domain is not None:
-            out, placed = fill(cap, shape, n, cap.dom_members[domain[0]][domain[1]], partial=True)
+            out, placed = fill(capacity, shape, n, capacity.dom_members[domain[0]][domain[1]], partial=True)
         if placed < n:
-            more, _ = fill(cap, shape, n - placed, partial=True)
+            more, _ = fill(capacity, shape, n - placed, partial=True)
             out.extend(more)
         result.append(out)
     return result
 
 
-def best_partial(cap: Capacity, items: Items) -> tuple[int, dict[int, int]]:
+def best_partial(capacity: Capacity, items: Items) -> tuple[int, dict[int, int]]:
     """How many pods of `items` fit at most (greedy) and where: nothing stays booked."""
-    mark = cap.mark()
+    mark = capacity.mark()
     per_node: dict[int, int] = {}
     placed = 0
     for shape, n in items:
-        out, k = fill(cap, shape, n, partial=True)
+        out, k = fill(capacity, shape, n, partial=True)
         placed += k
         for i, c in out:
             per_node[i] = per_node.get(i, 0) + c
-    cap.rollback(mark)
+    capacity.rollback(mark)
     return placed, per_node
 
 
-def binding_resource(cap: Capacity, shape: Shape, names: Sequence[str]) -> int:
+def binding_resource(capacity: Capacity, shape: Shape, names: Sequence[str]) -> int:
     """The resource that limits `shape` most (fewest pods by free room), preferring GPUs on ties."""
     best = (1 << 62, 1, "")
     pick = GPU if shape.gpu else 0
     for r, a in shape.vec:
-        key = (cap.sums[r] // a, 0 if r == GPU else (2 if r == 0 else 1), names[r])
+        key = (capacity.sums[r] // a, 0 if r == GPU else (2 if r == 0 else 1), names[r])
         if key < best:
             best, pick = key, r
     return pick

@@ -18,9 +18,10 @@ Per gang (not yet admitted):
 Any Wait of a gang past its schedule timeout has timed_out=True (a timed-out gang that fits is still
 admitted, but it neither preempts nor reserves).
 
-Already admitted gangs (admission recorded or members bound): new gated members (replacements,
-elastic growth up to max_member) are admitted one by one as they fit. No new member fits (or there
-is none): no decision — an admitted gang never gets a Wait.
+Already admitted gangs (admission recorded or members bound): the members it is short of to reach
+min_member (its workload was scaled up, or members were lost) are admitted together once all fit,
+else Short says why they wait; elastic members beyond (up to max_member) are admitted one by one as
+they fit. An admitted gang never gets a Wait: the members that run keep running.
 
 Gangs sharing a ``parent`` (KAI parentPodGroup) start together: each child at its own minimum,
 placed jointly, all or nothing. The parent PodGroup's min_member (when it exists) is the number of
@@ -31,6 +32,7 @@ the others are admitted on their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from controller.core import messages as msg
 from controller.core.capacity import GPU
@@ -47,6 +49,7 @@ from controller.core.model import (
     QueueReport,
     Reason,
     Reject,
+    Short,
     Snapshot,
     Victim,
     Wait,
@@ -63,12 +66,27 @@ from controller.core.placement import (
     sort_items,
 )
 from controller.core.preemption import Candidate, Preemption
-from controller.core.queues import add, total_requests
+from controller.core.queues import QueueBook, add, total_requests
 from controller.core.reservation import ever_fits, largest_single_fit, reserve
 from controller.core.shapes import Shape
 from controller.core.state import PassState, is_live
 
 Groups = dict[int, tuple[Shape, list[Pod]]]  # shape id -> (shape, pods of that shape, in order)
+Found = tuple[list["Candidate"], list[Assignment]] | None  # victims and the placement they make possible
+Ready = tuple[Gang, list[Pod], list[Pod]]  # a child of a parent group: members it must start, may start
+Signature = tuple[tuple[int, int], ...]  # (shape id, count) per item: what memos are keyed by
+
+
+class Demand:
+    """Pods to place, grouped by shape (in order), as items biggest shape first, and the items'
+    signature. Built once per gang: admission, the messages and the victim search all read it."""
+
+    __slots__ = ("groups", "items", "signature")
+
+    def __init__(self, groups: Groups, items: list[tuple[Shape, int]]) -> None:
+        self.groups = groups
+        self.items = items
+        self.signature: Signature = signature(items)
 
 
 def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
@@ -87,30 +105,58 @@ def invalid_spec(gang: Gang) -> str | None:
     return None
 
 
+@dataclass(slots=True)
+class Siblings:
+    """The children of one parent group, sorted out (``PlanningPass._siblings``)."""
+
+    rejects: list[Decision] = field(default_factory=list)
+    ready: list[Ready] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # per child not ready or invalid, for the message
+    waiting: list[Gang] = field(default_factory=list)  # every valid child
+    unready: list[tuple[Gang, Reason, str]] = field(default_factory=list)  # waits, when the others suffice
+
+    def not_ready(self, child: Gang, reason: Reason, text: str) -> None:
+        self.details.append(msg.sibling_detail(child.key.name, text))
+        self.unready.append((child, reason, text))
+
+
+def _has_gated(gang: Gang) -> bool:
+    for member in gang.members:  # noqa: SIM110 - asked of every gang: a loop beats any()'s generator
+        if member.gated:
+            return True
+    return False
+
+
 class PlanningPass:
     """One pass: building it derives the state (nodes, shapes, free room); ``run()`` decides every
     gang in order. ``decide(gang)`` decides one gang against the current state (benchmarks, tests)."""
 
     def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
-        self.st = PassState(snapshot, config)
-        self.cfg = config
+        self.state = PassState(snapshot, config)
+        self.config = config
         self.now = snapshot.now
-        self.cap = self.st.capacity
-        self.preemption = Preemption(self.st)
+        self.capacity = self.state.capacity
+        self.preemption = Preemption(self.state)
         self.reservation: tuple[Gang, list[int]] | None = None
         self.unblocked_memo = FitMemo()
         self.victims: set[GangKey] = set()
-        self._shortfalls: dict[tuple[tuple[tuple[int, int], ...], int], str] = {}
-        self._never: dict[tuple[tuple[int, int], ...], str | None] = {}
-        self._unblocked: dict[tuple[tuple[tuple[int, int], ...], int], bool] = {}
+        # Memos of the pass, by demand (and capacity version where the free room matters)
+        self._shortfalls: dict[tuple[Signature, int], str] = {}
+        self._never: dict[Signature, str | None] = {}
+        self._unblocked: dict[tuple[Signature, int], bool] = {}
         self._requests: dict[int, dict[str, int]] = {}  # candidate id -> its request (queues)
         self._reclaims = 0  # reclaim attempts in this pass (at most max_preemption_searches)
+
+    @property
+    def st(self) -> PassState:
+        """The old name of ``state``: controller/cli/report.py still reads it."""
+        return self.state
 
     # ---- driver ------------------------------------------------------------------------------
 
     def run(self) -> Plan:
-        decisions: list[Decision] = []
-        gangs = self.st.gangs
+        decided: list[tuple[Gang, Decision]] = []
+        gangs = self.state.gangs
         families: dict[tuple[str, str], list[Gang]] = {}
         for gang in gangs:
             if gang.parent and gang.parent != gang.key.name:
@@ -118,38 +164,41 @@ class PlanningPass:
         parents = {GangKey(ns, parent) for ns, parent in families}
         done: set[tuple[str, str]] = set()
         for gang in gangs:
+            if gang.admitted_at is not None and not gang.parent and not _has_gated(gang):
+                continue  # admitted, nothing new to start: no decision (most gangs of a busy cluster)
             if parents and gang.key in parents:
                 continue  # a parent PodGroup only groups its children
-            self.st.book_held_before(gang)
+            self.state.book_held_before(gang)
             if gang.parent and gang.parent != gang.key.name:
                 family = (gang.key.namespace, gang.parent)
                 if family in done:
                     continue
                 done.add(family)
-                decisions.extend(self._family(family[1], families[family]))
+                children = {child.key: child for child in families[family]}
+                decided.extend((children[d.gang], d) for d in self._family(family[1], families[family]))
                 continue
             decision = self._gang(gang)
             if decision is not None:
-                decisions.append(decision)
-        return Plan(tuple(decisions), self._queue_report(decisions))
+                decided.append((gang, decision))
+        return Plan(tuple(d for _, d in decided), self._queue_report(decided))
 
-    def _queue_report(self, decisions: list[Decision]) -> dict[str, QueueReport]:
-        book = self.st.queues
+    def _queue_report(self, decided: list[tuple[Gang, Decision]]) -> dict[str, QueueReport]:
+        book = self.state.queues
         if book is None:
             return {}
-        admitted = {d.gang for d in decisions if isinstance(d, Admit)} | book.holding
-        waiting = {d.gang for d in decisions if isinstance(d, Wait | Preempt)} - admitted
+        admitted = [gang for gang, d in decided if isinstance(d, Admit)]
+        waiting = [gang for gang, d in decided if isinstance(d, Wait | Preempt)]
         return book.report(admitted, waiting)
 
     def decide(self, gang: Gang) -> Decision | None:
-        self.st.book_held_before(gang)
+        self.state.book_held_before(gang)
         return self._gang(gang)
 
     # ---- helpers -----------------------------------------------------------------------------
 
     def _groups(self, pods: Sequence[Pod]) -> Groups:
         groups: Groups = {}
-        shapes = self.st.shapes
+        shapes = self.state.shapes
         for pod in pods:
             shape = shapes.of(pod)
             entry = groups.get(shape.id)
@@ -161,7 +210,14 @@ class PlanningPass:
 
     @staticmethod
     def _items(groups: Groups) -> list[tuple[Shape, int]]:
+        if len(groups) == 1:  # most gangs: one shape, nothing to sort
+            for shape, pods in groups.values():
+                return [(shape, len(pods))]
         return sort_items([(shape, len(pods)) for shape, pods in groups.values()])
+
+    def _demand(self, pods: Sequence[Pod]) -> Demand:
+        groups = self._groups(pods)
+        return Demand(groups, self._items(groups))
 
     @staticmethod
     def _assign(
@@ -180,7 +236,9 @@ class PlanningPass:
 
     def _timeout(self, gang: Gang) -> float | None:
         return (
-            gang.schedule_timeout if gang.schedule_timeout is not None else self.cfg.default_schedule_timeout
+            gang.schedule_timeout
+            if gang.schedule_timeout is not None
+            else self.config.default_schedule_timeout
         )
 
     def _timed_out(self, gang: Gang) -> bool:
@@ -190,9 +248,10 @@ class PlanningPass:
         return timeout is not None and self.now > gang.wait_start + timeout
 
     def _wait(self, gang: Gang, reason: Reason, text: str, timed_out: bool, **extra: tuple[str, ...]) -> Wait:
-        timeout = self._timeout(gang)
-        if timed_out and timeout is not None:
-            text = msg.timed_out(text, timeout)
+        if timed_out:
+            timeout = self._timeout(gang)
+            if timeout is not None:
+                text = msg.timed_out(text, timeout)
         return Wait(gang.key, reason, text, timed_out, **extra)
 
     def _is_admitted(self, gang: Gang) -> bool:
@@ -200,27 +259,35 @@ class PlanningPass:
         is alive (a run that ended, failed or was evicted), new members must form the gang whole.
         A gang Phalanx never admitted counts as running only with minMember members bound (it ran
         before its namespace opted in); one ungated pod that got bound does not make a gang."""
-        if gang.admitted_at is not None or any(is_live(m) and m.uid in gang.admitted for m in gang.members):
+        if gang.admitted_at is not None:
             return True
-        return sum(1 for m in gang.members if is_live(m) and m.bound) >= max(gang.min_member, 1)
+        admitted = gang.admitted
+        if admitted and any(is_live(m) and m.uid in admitted for m in gang.members):
+            return True
+        bound = 0
+        for member in gang.members:  # every gang of the pass comes here: no generator, no property
+            if member.node_name is not None and is_live(member):
+                bound += 1
+        return bound >= max(gang.min_member, 1)
 
     def _parts(self, items: Sequence[tuple[Shape, int]]) -> list[tuple[int, int, str]]:
-        names = self.st.resources.names
+        names = self.state.resources.names
         parts = []
         for shape, n in items:
             if shape.missing:
                 missing = shape.missing[0]
                 parts.append((n, dict(shape.requests)[missing], missing))
                 continue
-            r = binding_resource(self.cap, shape, names)
+            r = binding_resource(self.capacity, shape, names)
             parts.append((n, next((a for rr, a in shape.vec if rr == r), 1), names[r]))
         return parts
 
     # ---- messages about what is missing -------------------------------------------------------
 
-    def _never_fits(self, items: Sequence[tuple[Shape, int]]) -> str | None:
+    def _never_fits(self, items: Sequence[tuple[Shape, int]], sig: Signature | None = None) -> str | None:
         """Why these pods can never fit (constraints, or too big even for an empty cluster)."""
-        sig = signature(items)
+        if sig is None:
+            sig = signature(items)
         if sig in self._never:
             return self._never[sig]
         parts = self._parts(items)
@@ -230,22 +297,23 @@ class PlanningPass:
                 why = msg.missing_resource(parts, shape.missing)
                 break
             if not shape.mask.count:
-                why = msg.no_eligible_node(parts, self.st.eligibility.explain(shape.cons))
+                why = msg.no_eligible_node(parts, self.state.eligibility.explain(shape.cons))
                 break
         if why is None:
-            fits, most = ever_fits(self.st, items)
+            fits, most = ever_fits(self.state, items)
             if not fits:
-                k = largest_single_fit(self.st, items)
+                k = largest_single_fit(self.state, items)
                 if k is not None:
                     shape = items[k][0]
-                    drained = self.st.drained()
-                    names = self.st.resources.names
+                    drained = self.state.drained()
+                    names = self.state.resources.names
                     # Name the resource no node has enough of, whatever is busy right now.
                     largest = {
                         r: max((drained[i][r] for i in shape.mask.indices), default=0) for r, _ in shape.vec
                     }
                     r = next(
-                        (r for r, a in shape.vec if a > largest[r]), binding_resource(self.cap, shape, names)
+                        (r for r, a in shape.vec if a > largest[r]),
+                        binding_resource(self.capacity, shape, names),
                     )
                     biggest = largest.get(r, 0)
                     why = msg.too_big_for_any_node(
@@ -256,22 +324,22 @@ class PlanningPass:
         self._never[sig] = why
         return why
 
-    def _shortfall(self, items: Sequence[tuple[Shape, int]]) -> str:
-        key = (signature(items), self.cap.version)
+    def _shortfall(self, demand: Demand) -> str:
+        key = (demand.signature, self.capacity.version)
         found = self._shortfalls.get(key)
         if found is not None:
             return found
-        placed, per_node = best_partial(self.cap, items)
-        names = self.st.names
+        placed, per_node = best_partial(self.capacity, demand.items)
+        names = self.state.names
         counts = [(names[i], n) for i, n in per_node.items()]
-        text = msg.shortfall(self._parts(items), placed, counts, self.cfg.message_nodes)
+        text = msg.shortfall(self._parts(demand.items), placed, counts, self.config.message_nodes)
         self._shortfalls[key] = text
         return text
 
     # ---- admission ---------------------------------------------------------------------------
 
     def _admit_decision(self, gang: Gang, pods: Sequence[Pod], nodes: dict[str, int], text: str) -> Admit:
-        names = self.st.names
+        names = self.state.names
         free = gang.placement == Placement.FREE
         placement: dict[str, str | None] = {}
         booked: dict[str, str] = {}
@@ -292,36 +360,38 @@ class PlanningPass:
             i = nodes.get(pod.uid)
             if i is not None:
                 per[i] = per.get(i, 0) + 1
-        return [(self.st.names[i], n) for i, n in per.items()]
+        return [(self.state.names[i], n) for i, n in per.items()]
 
-    def _try_place(self, required: Sequence[Pod], extra: Sequence[Pod]) -> dict[str, int] | None:
+    def _try_place(self, required: Demand, extra: Sequence[Pod]) -> dict[str, int] | None:
         """Place all `required` pods or none, then as many of `extra` as fit. Booked on success."""
-        groups = self._groups(required)
-        items = self._items(groups)
-        placed = place(self.cap, items, self.st.memo, self.cfg.topology_attempts)
+        placed = place(self.capacity, required.items, self.state.memo, self.config.topology_attempts)
         if placed is None:
             return None
         result, domain = placed
-        nodes = self._assign(groups, items, result)
+        nodes = self._assign(required.groups, required.items, result)
         if extra:
             extra_groups = self._groups(extra)
             extra_items = self._items(extra_groups)
-            nodes.update(self._assign(extra_groups, extra_items, place_extra(self.cap, extra_items, domain)))
+            nodes.update(
+                self._assign(extra_groups, extra_items, place_extra(self.capacity, extra_items, domain))
+            )
         return nodes
 
-    def _would_fit_unblocked(self, items: Sequence[tuple[Shape, int]]) -> bool:
+    def _would_fit_unblocked(self, demand: Demand) -> bool:
         assert self.reservation is not None
-        key = (signature(items), self.cap.version)
+        key = (demand.signature, self.capacity.version)
         known = self._unblocked.get(key)
         if known is not None:
             return known
         nodes = self.reservation[1]
-        mark = self.cap.mark()
-        self.cap.include(nodes)
-        ok = place(self.cap, items, self.unblocked_memo, self.cfg.topology_attempts) is not None
-        self.cap.rollback(mark)
-        self.cap.exclude(nodes)
-        self.cap.version = mark[1]  # the very state of before
+        mark = self.capacity.mark()
+        self.capacity.include(nodes)
+        ok = (
+            place(self.capacity, demand.items, self.unblocked_memo, self.config.topology_attempts) is not None
+        )
+        self.capacity.rollback(mark)
+        self.capacity.exclude(nodes)
+        self.capacity.version = mark[1]  # the very state of before
         self._unblocked[key] = ok
         return ok
 
@@ -338,54 +408,70 @@ class PlanningPass:
         if invalid is not None:
             return Reject(gang.key, Reason.INVALID_SPEC, invalid)
         timed_out = self._timed_out(gang)
-        book = self.st.queues
+        live = [m for m in gang.members if is_live(m)]
+        not_ready = self._not_ready(gang, live, timed_out)
+        if not_ready is not None:
+            return not_ready
+        return self._start(gang, live, timed_out)
+
+    def _not_ready(self, gang: Gang, live: list[Pod], timed_out: bool) -> Wait | None:
+        """Why the gang cannot even try to start (its queue, missing members, another system's
+        gates, minResources), or None."""
+        book = self.state.queues
         blocked = book.blocked(gang) if book is not None else None
         if blocked is not None:
             return self._wait(gang, blocked[0], blocked[1], timed_out)
-        live = [m for m in gang.members if is_live(m)]
         if len(live) < gang.min_member:
             return self._incomplete(gang, live, timed_out)
-        gates = sorted({g for m in live for g in m.foreign_gates})
-        if gates:
+        if any(m.foreign_gates for m in live):
+            gates = sorted({g for m in live for g in m.foreign_gates})
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
         short = self._min_resources_short(gang, live)
         if short:
             return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, msg.min_resources_short(short), timed_out)
-        pending = sorted((m for m in live if m.gated and m.uid not in gang.admitted), key=member_order)
+        return None
+
+    def _start(self, gang: Gang, live: list[Pod], timed_out: bool) -> Decision | None:
+        """Admit the first min_member gated members (and the elastic ones that fit), or say why not."""
+        admitted = gang.admitted
+        pending = [m for m in live if m.gated and m.uid not in admitted]
+        if len(pending) > 1:
+            pending.sort(key=member_order)
         # Members already handed to the scheduler without our gate (created before the namespace
         # opted in) count toward minMember but hold no room yet: the proof must include them.
-        loose = sorted(
-            (
-                m
-                for m in live
-                if not m.gated and not m.bound and not m.nominated_node and m.uid not in gang.admitted
-            ),
-            key=member_order,
-        )
+        loose = [
+            m
+            for m in live
+            if not m.gated and m.node_name is None and not m.nominated_node and m.uid not in admitted
+        ]
+        if len(loose) > 1:
+            loose.sort(key=member_order)
         others = len(live) - len(pending)
         required_n = max(0, gang.min_member - others)
         if required_n == 0:
             return self._grow(gang)
         allowed = len(pending) if gang.max_member is None else max(required_n, gang.max_member - others)
-        required, extra = pending[:required_n], pending[required_n:allowed]
-        queue = book.queue(gang.key) if book is not None else None
+        required, extra = [*loose, *pending[:required_n]], pending[required_n:allowed]
+        book = self.state.queues
+        queue = book.leaf(gang.queue) if book is not None else None
         if book is not None and queue is not None:
-            request = total_requests([*loose, *required])
+            request = total_requests(required)
             over = book.over_limit(queue, request)
             if over is not None:
                 return self._wait(gang, Reason.QUEUE_LIMIT, over, timed_out)
             extra = book.within_limit(queue, request, extra)
-        nodes = self._try_place([*loose, *required], extra)
-        if nodes is not None:
-            self.st.drop_held(gang.key)
-            admitted = [p for p in pending if p.uid in nodes]
-            if book is not None and queue is not None:
-                book.book(queue, total_requests([*loose, *admitted]))
-            text = msg.admitted(
-                self._counts(admitted, nodes), gang.placement == Placement.PINNED, self.cfg.message_nodes
-            )
-            return self._admit_decision(gang, admitted, nodes, text)
-        return self._cannot_fit(gang, [*loose, *required], timed_out)
+        demand = self._demand(required)
+        nodes = self._try_place(demand, extra)
+        if nodes is None:
+            return self._cannot_fit(gang, demand, timed_out)
+        self.state.drop_held(gang.key)
+        started = [p for p in pending if p.uid in nodes]
+        if book is not None and queue is not None:
+            book.book(queue, total_requests([*loose, *started]))
+        text = msg.admitted(
+            self._counts(started, nodes), gang.placement == Placement.PINNED, self.config.message_nodes
+        )
+        return self._admit_decision(gang, started, nodes, text)
 
     def _incomplete(self, gang: Gang, live: Sequence[Pod], timed_out: bool) -> Wait:
         """Fewer members than minMember exist. If the whole gang, its missing members shaped like
@@ -410,20 +496,18 @@ class PlanningPass:
         usable: set[int] = set()
         for shape, _ in self._items(self._groups(live)):
             usable.update(shape.mask.indices)
-        visible = self.cap.visible
-        index = self.st.resources.index
+        visible = self.capacity.visible
+        index = self.state.resources.index
         short = []
         for name, wanted in sorted(gang.min_resources.items()):
             r = index.get(name)
-            free = 0 if r is None else sum(max(self.cap.free[i][r], 0) for i in usable if visible[i])
+            free = 0 if r is None else sum(max(self.capacity.free[i][r], 0) for i in usable if visible[i])
             if free < wanted:
                 short.append((name, wanted, free))
         return short
 
-    def _cannot_fit(self, gang: Gang, required: Sequence[Pod], timed_out: bool) -> Decision:
-        groups = self._groups(required)
-        items = self._items(groups)
-        never = self._never_fits(items)
+    def _cannot_fit(self, gang: Gang, demand: Demand, timed_out: bool) -> Decision:
+        never = self._never_fits(demand.items, demand.signature)
         if never is not None:
             return self._wait(gang, Reason.UNSCHEDULABLE, never, timed_out)
         if gang.held:
@@ -431,52 +515,60 @@ class PlanningPass:
             if terminating:
                 return self._wait(gang, Reason.PREEMPTING, msg.preempting_wait(terminating), timed_out)
         if not timed_out:
-            preempt = self._preempt(gang, groups, items)
+            preempt = self._preempt(gang, demand)
             if preempt is not None:
                 return preempt
-        text = self._shortfall(items)
-        if self.reservation is not None and self._would_fit_unblocked(items):
+        text = self._shortfall(demand)
+        if self.reservation is not None and self._would_fit_unblocked(demand):
             return self._wait(
                 gang,
                 Reason.BLOCKED_BY_RESERVATION,
                 msg.blocked(str(self.reservation[0].key), text),
                 timed_out,
             )
-        starving = self.cfg.starvation_age_seconds
-        if (
-            not timed_out
-            and self.reservation is None
-            and starving is not None
-            and self.now - gang.wait_start > starving
-            and not self._unit(gang)
-        ):
-            nodes = reserve(self.st, items)
-            if nodes:
-                self.reservation = (gang, nodes)
-                self.cap.exclude(nodes)
-                self.st.drop_held(gang.key)
-                names = [self.st.names[i] for i in nodes]
-                text = msg.reserved(self.now - gang.wait_start, names, self.cfg.message_nodes, text)
-                return self._wait(gang, Reason.RESERVED, text, timed_out, reserved_nodes=tuple(names))
+        if not timed_out:
+            reserved = self._reserve(gang, demand, text)
+            if reserved is not None:
+                return reserved
         return self._wait(gang, Reason.INSUFFICIENT_CAPACITY, text, timed_out)
+
+    def _reserve(self, gang: Gang, demand: Demand, text: str) -> Wait | None:
+        """The pass's one starvation reservation, for this gang if it starves and nodes exist."""
+        starving = self.config.starvation_age_seconds
+        if (
+            self.reservation is not None
+            or starving is None
+            or self.now - gang.wait_start <= starving
+            or self._unit(gang)
+        ):
+            return None
+        nodes = reserve(self.state, demand.items)
+        if not nodes:
+            return None
+        self.reservation = (gang, nodes)
+        self.capacity.exclude(nodes)
+        self.state.drop_held(gang.key)
+        names = [self.state.names[i] for i in nodes]
+        text = msg.reserved(self.now - gang.wait_start, names, self.config.message_nodes, text)
+        return self._wait(gang, Reason.RESERVED, text, False, reserved_nodes=tuple(names))
 
     def _unit(self, gang: Gang) -> bool:
         """One pod of at most one GPU: nothing smaller can overtake it, so a reservation would only
         idle nodes (seen in trace replay: it spends the pass's one reservation for nothing)."""
         gated = [m for m in gang.members if m.gated]
-        return len(gated) <= 1 and sum(m.requests.get(self.cfg.gpu_resource, 0) for m in gated) <= 1
+        return len(gated) <= 1 and sum(m.requests.get(self.config.gpu_resource, 0) for m in gated) <= 1
 
     def _held_terminating(self, gang: Gang) -> int:
         """Terminating pods still on the nodes held for this gang (its victims, presumably)."""
-        index = self.st.node_index
+        index = self.state.node_index
         nodes = {index[n] for n in gang.held.values() if n is not None and n in index}
-        return sum(self.st.terminating.get(i, 0) for i in sorted(nodes))
+        return sum(self.state.terminating.get(i, 0) for i in sorted(nodes))
 
     def _candidate_request(self, cand: Candidate) -> dict[str, int]:
         found = self._requests.get(id(cand))
         if found is not None:
             return found
-        names = self.st.resources.names
+        names = self.state.resources.names
         out: dict[str, int] = {}
         for _, vec in cand.bookings:
             for r, a in vec:
@@ -485,108 +577,137 @@ class PlanningPass:
         self._requests[id(cand)] = out
         return out
 
-    def _preempt(self, gang: Gang, groups: Groups, items: list[tuple[Shape, int]]) -> Preempt | None:
+    def _preempt(self, gang: Gang, demand: Demand) -> Preempt | None:
         """Priority preemption (inside the gang's queue, if it has one), else reclaim."""
-        if not self.cfg.preemption or gang.preemption_policy == "Never":
+        if not self.config.preemption or gang.preemption_policy == "Never":
             return None
-        book = self.st.queues
-        queue = book.queue(gang.key) if book is not None else None
-        found = None
-        lowest = self.st.min_running_priority
-        if (
-            lowest is not None
-            and gang.priority > lowest
-            and self.preemption.searches < self.cfg.max_preemption_searches
-        ):
-            if book is None or queue is None:
-                found = self.preemption.search(gang, items, signature(items))
-            else:
-
-                def lower(cand: Candidate) -> bool:
-                    return cand.priority < gang.priority
-
-                found = self.preemption.search(
-                    gang, items, signature(items), lower, scope=f"queue:{queue}", queues=(queue,)
-                )
+        book = self.state.queues
+        queue = book.leaf(gang.queue) if book is not None else None
+        found = self._priority_victims(gang, demand, queue)
         reclaim = False
-        if (
-            found is None
-            and book is not None
-            and queue is not None
-            and self.preemption.searches < self.cfg.max_preemption_searches
-            and self._reclaims < self.cfg.max_preemption_searches
-        ):
-            request = total_requests(p for _, ps in groups.values() for p in ps)
-            gpu = self.cfg.gpu_resource
-            victim_filter = book.reclaim_filter(queue) if book.may_reclaim(queue, request) else None
-            if (
-                victim_filter is not None
-                and victim_filter.queues
-                and request.get(gpu, 0) <= self.cap.sums[GPU] + victim_filter.room(gpu)
-            ):
-                accepts = victim_filter.accepts
-
-                def reclaimable(cand: Candidate) -> bool:
-                    return accepts(cand.queue, self._candidate_request(cand))
-
-                self._reclaims += 1  # every attempt counts: each may scan all candidates
-                found = self.preemption.search(
-                    gang,
-                    items,
-                    signature(items),
-                    reclaimable,
-                    scope=f"reclaim:{queue}",
-                    queues=victim_filter.queues,
-                )
-                reclaim = found is not None
+        if found is None and book is not None and queue is not None:
+            found = self._reclaim_victims(gang, demand, book, queue)
+            reclaim = found is not None
         if found is None:
             return None
         victims, result = found
+        return self._preempt_decision(gang, demand, victims, result, queue, reclaim)
+
+    def _priority_victims(self, gang: Gang, demand: Demand, queue: str | None) -> Found:
+        """Strictly lower-priority victims (of the gang's own queue, if it has one)."""
+        lowest = self.state.min_running_priority
+        if (
+            lowest is None
+            or gang.priority <= lowest
+            or self.preemption.searches >= self.config.max_preemption_searches
+        ):
+            return None
+        if self.state.queues is None or queue is None:
+            return self.preemption.search(gang, demand.items, demand.signature)
+
+        def lower(cand: Candidate) -> bool:
+            return cand.priority < gang.priority
+
+        return self.preemption.search(
+            gang, demand.items, demand.signature, lower, scope=f"queue:{queue}", queues=(queue,)
+        )
+
+    def _reclaim_victims(self, gang: Gang, demand: Demand, book: QueueBook, queue: str) -> Found:
+        """Gangs of queues above their fair share, when the gang's queue stays within its quota."""
+        limit = self.config.max_preemption_searches
+        if self.preemption.searches >= limit or self._reclaims >= limit:
+            return None
+        request = total_requests(p for _, pods in demand.groups.values() for p in pods)
+        if not book.may_reclaim(queue, request):
+            return None
+        victim_filter = book.reclaim_filter(queue)
+        gpu = self.config.gpu_resource
+        if not victim_filter.queues or request.get(gpu, 0) > self.capacity.sums[GPU] + victim_filter.room(
+            gpu
+        ):
+            return None
+        accepts = victim_filter.accepts
+
+        def reclaimable(cand: Candidate) -> bool:
+            return accepts(cand.queue, self._candidate_request(cand))
+
+        self._reclaims += 1  # every attempt counts: each may scan all candidates
+        return self.preemption.search(
+            gang,
+            demand.items,
+            demand.signature,
+            reclaimable,
+            scope=f"reclaim:{queue}",
+            queues=victim_filter.queues,
+        )
+
+    def _preempt_decision(
+        self,
+        gang: Gang,
+        demand: Demand,
+        victims: list[Candidate],
+        result: list[Assignment],
+        queue: str | None,
+        reclaim: bool,
+    ) -> Preempt:
+        """Hold the room the victims leave for the preemptor, mark them taken, and say so."""
+        items = demand.items
         for (shape, _), assignment in zip(items, result, strict=True):
             for i, n in assignment:
-                self.cap.book(i, shape.vec, n)  # held for the preemptor for the rest of the pass
-        self.st.drop_held(gang.key)
-        nodes = self._assign(groups, items, result)
-        names = self.st.names
-        pods = [p for _, ps in groups.values() for p in ps]
+                self.capacity.book(i, shape.vec, n)  # held for the preemptor for the rest of the pass
+        self.state.drop_held(gang.key)
+        nodes = self._assign(demand.groups, items, result)
+        names = self.state.names
+        pods = [p for _, group in demand.groups.values() for p in group]
         placement: dict[str, str | None] = {
             p.uid: names[nodes[p.uid]] for p in sorted(pods, key=member_order)
         }
+        merged = self._take_victims(victims)
+        book = self.state.queues
+        if book is not None and queue is not None:
+            book.book(queue, total_requests(pods))  # the room held for it counts as its own
+        out_victims = tuple(
+            Victim(cands[0].gang, tuple(sorted(uid for c in cands for uid in c.uids)), namespace)
+            for (namespace, _), cands in merged
+        )
+        used_nodes = sorted({names[i] for i in nodes.values()})
+        limit = self.config.message_nodes
+        if reclaim:
+            assert book is not None
+            labelled = [
+                (label, book.leaf(c[0].queue) or "", len({u for x in c for u in x.uids}))
+                for (_, label), c in merged
+            ]
+            from_queues = sorted({q for _, c in merged if (q := book.leaf(c[0].queue)) is not None})
+            text = msg.reclaiming(self._parts(items), labelled, used_nodes, limit)
+            return Preempt(gang.key, out_victims, placement, text, tuple(from_queues))
+        described = [(label, c[0].priority, sum(len(x.uids) for x in c)) for (_, label), c in merged]
+        text = msg.preempting(self._parts(items), described, used_nodes, limit)
+        return Preempt(gang.key, out_victims, placement, text)
+
+    def _take_victims(self, victims: list[Candidate]) -> list[tuple[tuple[str, str], list[Candidate]]]:
+        """Mark the victims taken for the rest of the pass, give their queues' usage back, and
+        merge them per (namespace, label): an elastic slice and the rest of its gang are one."""
         merged: dict[tuple[str, str], list[Candidate]] = {}
         for cand in victims:
             cand.taken = True
             if cand.gang is not None:
                 self.victims.add(cand.gang)
             merged.setdefault((cand.namespace, cand.label), []).append(cand)
-        out_victims = []
-        described = []
-        from_queues: dict[str, None] = {}
-        for (namespace, label), cands in sorted(merged.items()):
-            uids = tuple(sorted(uid for c in cands for uid in c.uids))
-            out_victims.append(Victim(cands[0].gang, uids, namespace))
-            described.append((label, cands[0].priority, len(uids)))
-            if book is not None:
-                victim_queue = book.queue(cands[0].gang)
+        book = self.state.queues
+        ordered = sorted(merged.items())
+        if book is not None:
+            for _, cands in ordered:
+                victim_queue = book.leaf(cands[0].queue)
                 if victim_queue is not None:
-                    from_queues[victim_queue] = None
                     for cand in cands:
                         book.book(victim_queue, self._candidate_request(cand), -1)
-        used_nodes = sorted({names[i] for i in nodes.values()})
-        if book is not None and queue is not None:
-            book.book(queue, total_requests(pods))  # the room held for it counts as its own
-        if reclaim:
-            assert book is not None
-            labelled = [
-                (label, book.queue(c[0].gang) or "", len({u for x in c for u in x.uids}))
-                for (_, label), c in sorted(merged.items())
-            ]
-            text = msg.reclaiming(self._parts(items), labelled, used_nodes, self.cfg.message_nodes)
-            return Preempt(gang.key, tuple(out_victims), placement, text, tuple(sorted(from_queues)))
-        text = msg.preempting(self._parts(items), described, used_nodes, self.cfg.message_nodes)
-        return Preempt(gang.key, tuple(out_victims), placement, text)
+        return ordered
 
     def _grow(self, gang: Gang) -> Decision | None:
-        """An admitted gang: admit new gated members one by one as they fit."""
+        """An admitted gang: the members it is short of -- its workload was scaled up, or members
+        were lost -- start together once all of them fit; members beyond its size (elastic, up to
+        max_member) join one by one as they fit. It never preempts for them."""
         if not any(m.gated for m in gang.members):
             return None
         live = [m for m in gang.members if is_live(m)]
@@ -597,39 +718,58 @@ class PlanningPass:
         if not pending:
             return None
         others = len(live) - len(pending)
-        allowed = len(pending) if gang.max_member is None else max(0, gang.max_member - others)
-        if allowed == 0:
-            return None
-        pods = pending[:allowed]
-        book = self.st.queues
-        queue = book.queue(gang.key) if book is not None else None
+        missing = max(0, gang.min_member - others)
+        if missing > len(pending):
+            text = msg.short_of_members(missing, gang.min_member, len(pending))
+            return Short(gang.key, Reason.WAITING_FOR_MEMBERS, text, missing)
+        allowed = len(pending) if gang.max_member is None else max(missing, gang.max_member - others)
+        required, extra = pending[:missing], pending[missing:allowed]
+        book = self.state.queues
+        queue = book.leaf(gang.queue) if book is not None else None
         if book is not None and queue is not None:
-            pods = book.within_limit(queue, {}, pods)  # a queue's limit binds growth too
-            if not pods:
+            request = total_requests(required)
+            over = book.over_limit(queue, request) if required else None
+            if over is not None:
+                return Short(
+                    gang.key, Reason.QUEUE_LIMIT, msg.short_of_room(missing, gang.min_member, over), missing
+                )
+            extra = book.within_limit(queue, request, extra)  # a queue's limit binds growth too
+        if required:
+            nodes = self._try_place(self._demand(required), extra)
+            if nodes is None:
+                return self._short_of_room(gang, required, missing)
+        else:
+            groups = self._groups(extra)
+            items = self._items(groups)
+            nodes = self._assign(groups, items, place_extra(self.capacity, items, None))
+            if not nodes:
+                # Nothing fits now: no decision (the gang is whole; its elastic members stay gated
+                # until room appears).
                 return None
-        groups = self._groups(pods)
-        items = self._items(groups)
-        nodes = self._assign(groups, items, place_extra(self.cap, items, None))
-        if not nodes:
-            # Nothing fits now: no decision. The gang stays admitted (a Wait would read as "not
-            # admitted" to the shell); the members stay gated until room appears.
-            return None
-        admitted = [p for p in pods if p.uid in nodes]
+        admitted = [p for p in pending if p.uid in nodes]
         if book is not None and queue is not None:
             book.book(queue, total_requests(admitted))
-        text = msg.grown(self._counts(admitted, nodes), len(pods) - len(admitted), self.cfg.message_nodes)
+        waiting = len(required) + len(extra) - len(admitted)
+        text = msg.grown(self._counts(admitted, nodes), waiting, self.config.message_nodes)
         return self._admit_decision(gang, admitted, nodes, text)
+
+    def _short_of_room(self, gang: Gang, required: Sequence[Pod], missing: int) -> Short:
+        demand = self._demand(required)
+        never = self._never_fits(demand.items, demand.signature)
+        reason = Reason.UNSCHEDULABLE if never is not None else Reason.INSUFFICIENT_CAPACITY
+        why = never if never is not None else self._shortfall(demand)
+        return Short(gang.key, reason, msg.short_of_room(missing, gang.min_member, why), missing)
 
     # ---- parent groups ------------------------------------------------------------------------
 
-    def _family_over_limit(self, ready: Sequence[tuple[Gang, list[Pod], list[Pod]]]) -> str | None:
+    def _family_over_limit(self, ready: Sequence[Ready]) -> str | None:
         """Why the children's minimums together would break a queue's limit, or None."""
-        book = self.st.queues
+        book = self.state.queues
         if book is None:
             return None
         per_queue: dict[str, dict[str, int]] = {}
         for child, required, _ in ready:
-            queue = book.queue(child.key)
+            queue = book.leaf(child.queue)
             if queue is not None:
                 add(per_queue.setdefault(queue, {}), total_requests(required))
         for queue, request in sorted(per_queue.items()):
@@ -642,48 +782,20 @@ class PlanningPass:
         if any(self._is_admitted(child) for child in children):
             return [d for child in children if (d := self._gang(child)) is not None]
         namespace = children[0].key.namespace
-        parent_gang = self.st.gang(GangKey(namespace, parent))
+        parent_gang = self.state.gang(GangKey(namespace, parent))
         needed = max(1, parent_gang.min_member) if parent_gang is not None else max(2, len(children))
-        decisions: list[Decision] = []
-        ready: list[tuple[Gang, list[Pod], list[Pod]]] = []
-        details: list[str] = []
-        waiting: list[Gang] = []
-        unready: list[tuple[Gang, Reason, str]] = []  # children not ready, when the others are enough
-        for child in children:
-            if child.key in self.victims:
-                continue
-            invalid = invalid_spec(child)
-            if invalid is not None:
-                decisions.append(Reject(child.key, Reason.INVALID_SPEC, invalid))
-                details.append(msg.sibling_detail(child.key.name, "invalid"))
-                continue
-            waiting.append(child)
-            live = [m for m in child.members if is_live(m)]
-            if len(live) < child.min_member:
-                text = msg.waiting_for_members(len(live), child.min_member)
-                details.append(msg.sibling_detail(child.key.name, text))
-                unready.append((child, Reason.WAITING_FOR_MEMBERS, text))
-                continue
-            gates = sorted({g for m in live for g in m.foreign_gates})
-            if gates:
-                text = msg.foreign_gates(gates)
-                details.append(msg.sibling_detail(child.key.name, text))
-                unready.append((child, Reason.FOREIGN_GATES, text))
-                continue
-            pending = sorted((m for m in live if m.gated and m.uid not in child.admitted), key=member_order)
-            others = len(live) - len(pending)
-            required_n = max(0, child.min_member - others)
-            allowed = len(pending) if child.max_member is None else max(required_n, child.max_member - others)
-            ready.append((child, pending[:required_n], pending[required_n:allowed]))
-        if len(ready) < needed:
-            text = msg.waiting_for_siblings(parent, len(ready), needed, details)
+        siblings = self._siblings(children)
+        decisions = siblings.rejects
+        if len(siblings.ready) < needed:
+            text = msg.waiting_for_siblings(parent, len(siblings.ready), needed, siblings.details)
             decisions.extend(
                 self._wait(child, Reason.WAITING_FOR_PARENT, text, self._timed_out(child))
-                for child in waiting
+                for child in siblings.waiting
             )
             return decisions
-        for child, reason, text in unready:
+        for child, reason, text in siblings.unready:
             decisions.append(self._wait(child, reason, text, self._timed_out(child)))
+        ready = siblings.ready
         over = self._family_over_limit(ready)
         if over is not None:
             decisions.extend(
@@ -691,28 +803,58 @@ class PlanningPass:
                 for child, _, _ in ready
             )
             return decisions
-        required = [p for _, req, _ in ready for p in req]
+        decisions.extend(self._start_family(parent, ready))
+        return decisions
+
+    def _siblings(self, children: list[Gang]) -> Siblings:
+        """Sort the children out: invalid (rejected), not ready (too few members, foreign gates),
+        ready (with the members each must start and the elastic ones it may)."""
+        siblings = Siblings()
+        for child in children:
+            if child.key in self.victims:
+                continue
+            invalid = invalid_spec(child)
+            if invalid is not None:
+                siblings.rejects.append(Reject(child.key, Reason.INVALID_SPEC, invalid))
+                siblings.details.append(msg.sibling_detail(child.key.name, "invalid"))
+                continue
+            siblings.waiting.append(child)
+            live = [m for m in child.members if is_live(m)]
+            if len(live) < child.min_member:
+                siblings.not_ready(
+                    child, Reason.WAITING_FOR_MEMBERS, msg.waiting_for_members(len(live), child.min_member)
+                )
+                continue
+            gates = sorted({g for m in live for g in m.foreign_gates})
+            if gates:
+                siblings.not_ready(child, Reason.FOREIGN_GATES, msg.foreign_gates(gates))
+                continue
+            pending = sorted((m for m in live if m.gated and m.uid not in child.admitted), key=member_order)
+            others = len(live) - len(pending)
+            required_n = max(0, child.min_member - others)
+            allowed = len(pending) if child.max_member is None else max(required_n, child.max_member - others)
+            siblings.ready.append((child, pending[:required_n], pending[required_n:allowed]))
+        return siblings
+
+    def _start_family(self, parent: str, ready: list[Ready]) -> list[Decision]:
+        """Every ready child at its minimum, placed jointly (then the elastic members that fit), or
+        all of them wait."""
+        required = self._demand([p for _, req, _ in ready for p in req])
         extra = [p for _, _, ext in ready for p in ext]
         nodes = self._try_place(required, extra)
-        if nodes is not None:
-            book = self.st.queues
-            for child, req, ext in ready:
-                pods = [p for p in (*req, *ext) if p.uid in nodes]
-                queue = book.queue(child.key) if book is not None else None
-                if book is not None and queue is not None:
-                    book.book(queue, total_requests(pods))
-                text = msg.family_admitted(
-                    parent,
-                    msg.admitted(
-                        self._counts(pods, nodes), child.placement == Placement.PINNED, self.cfg.message_nodes
-                    ),
-                )
-                decisions.append(self._admit_decision(child, pods, nodes, text))
-            return decisions
-        items = self._items(self._groups(required))
-        never = self._never_fits(items)
-        reason = Reason.UNSCHEDULABLE if never is not None else Reason.INSUFFICIENT_CAPACITY
-        text = never if never is not None else self._shortfall(items)
-        text = msg.family_waits(parent, text)
-        decisions.extend(self._wait(child, reason, text, self._timed_out(child)) for child, _, _ in ready)
+        if nodes is None:
+            never = self._never_fits(required.items, required.signature)
+            reason = Reason.UNSCHEDULABLE if never is not None else Reason.INSUFFICIENT_CAPACITY
+            text = msg.family_waits(parent, never if never is not None else self._shortfall(required))
+            return [self._wait(child, reason, text, self._timed_out(child)) for child, _, _ in ready]
+        decisions: list[Decision] = []
+        book = self.state.queues
+        for child, req, ext in ready:
+            pods = [p for p in (*req, *ext) if p.uid in nodes]
+            queue = book.leaf(child.queue) if book is not None else None
+            if book is not None and queue is not None:
+                book.book(queue, total_requests(pods))
+            pinned = child.placement == Placement.PINNED
+            admitted = msg.admitted(self._counts(pods, nodes), pinned, self.config.message_nodes)
+            decisions.append(self._admit_decision(child, pods, nodes, msg.family_admitted(parent, admitted)))
         return decisions

@@ -25,7 +25,7 @@ the capacity as it found it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from controller.core.capacity import GPU, Capacity, Vector
@@ -84,10 +84,11 @@ class Preemption:
 
     def _candidate(self, gang: Gang | None, pods: list[Pod], priority: int, elastic: bool) -> Candidate:
         booked = self.state.booked
+        requests = self.state.booked_requests
         # Released in uid order: the order room comes back in decides ties between equal nodes,
         # and it must not depend on the order the snapshot listed the members in.
         pods = sorted(pods, key=lambda p: p.uid)
-        bookings = tuple(booked[p.uid] for p in pods)
+        bookings = tuple((booked[p.uid], requests[p.uid]) for p in pods)
         gpus = sum(a for _, vec in bookings for r, a in vec if r == GPU)
         youngest = max((p.started if p.started is not None else p.created) for p in pods)
         first = pods[0]
@@ -113,10 +114,10 @@ class Preemption:
         found = self._gang_candidates.get(gang.key)
         if found is not None:
             return found
-        st = self.state
+        state = self.state
         out: list[Candidate] = []
         self._gang_candidates[gang.key] = out
-        pods = [m for m in gang.members if is_live(m) and m.uid in st.booked]
+        pods = [m for m in gang.members if is_live(m) and m.uid in state.booked]
         if not pods or not any(m.bound for m in pods):
             return out
         if not gang.preemptible or not all(m.preemptible for m in pods) or not self._old_enough(pods):
@@ -137,17 +138,17 @@ class Preemption:
     def candidates(self) -> list[Candidate]:
         if self._candidates is not None:
             return self._candidates
-        st = self.state
+        state = self.state
         out: list[Candidate] = []
-        for gang in st.gangs:
+        for gang in state.gangs:
             out.extend(self._of_gang(gang))
-        opted_in = st.snapshot.opted_in_namespaces
+        opted_in = state.snapshot.opted_in_namespaces
         seen: set[str] = set()
-        for pod in st.snapshot.pods:
+        for pod in state.snapshot.pods:
             if (
                 pod.group is None
                 and pod.namespace in opted_in
-                and pod.uid in st.booked
+                and pod.uid in state.booked
                 and pod.uid not in seen
                 and is_live(pod)
                 and pod.preemptible
@@ -191,23 +192,45 @@ class Preemption:
         """Victims and the placement they make possible, or None. Leaves the capacity unchanged.
 
         ``eligible`` (queues) replaces the "strictly lower priority" test; it is asked in cost order,
-        once per candidate that passes every other test. ``scope`` keeps its failures apart.
-        ``queues``: only candidates of these queues (checked first, it is cheap)."""
-        st = self.state
-        cap = st.capacity
+        once per candidate that passes every other test, as far down the order as the search goes.
+        ``scope`` keeps its failures apart. ``queues``: only candidates of these queues (checked
+        first, it is cheap)."""
+        capacity = self.state.capacity
         memo_key = (scope, signature)
         failed = self._failed.get(memo_key)
         if failed is not None and gang.priority <= failed:
             return None
-        usable = bytearray(len(cap.free))
+        cands = Eligible(self._eligible(gang, self._usable_nodes(items), eligible, queues))
+        need_gpus = sum(shape.gpu * n for shape, n in items)
+        found = None
+        if cands.extend_to(1) and cands.cover(need_gpus - capacity.sums[GPU]):
+            self.searches += 1
+            found = self._search(capacity, items, cands, need_gpus)
+        if found is None:  # it fails again for this demand at this priority or lower
+            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
+        return found
+
+    def _usable_nodes(self, items: Items) -> bytearray:
+        """Per node: may some pod of ``items`` go there (constraints, visibility)?"""
+        capacity = self.state.capacity
+        usable = bytearray(len(capacity.free))
         for shape, _ in items:
             flags = shape.mask.flags
             for i in shape.mask.indices:
-                if flags[i] and cap.visible[i]:
+                if flags[i] and capacity.visible[i]:
                     usable[i] = 1
-        allowed = st.snapshot.disruptions_allowed
+        return usable
+
+    def _eligible(
+        self,
+        gang: Gang,
+        usable: bytearray,
+        eligible: Callable[[Candidate], bool] | None,
+        queues: Collection[str] | None,
+    ) -> Iterator[Candidate]:
+        """The candidates that may go, in cost order, within the disruption budgets."""
+        allowed = self.state.snapshot.disruptions_allowed
         spent: dict[str, int] = {}
-        cands: list[Candidate] = []
         accepted: set[int] = set()
         for cand in self.candidates() if queues is None else self._of_queues(queues):
             if cand.taken or (eligible is None and cand.priority >= gang.priority):
@@ -231,79 +254,29 @@ class Preemption:
             for b, n in cand.budgets:
                 spent[b] = spent.get(b, 0) + n
             accepted.add(id(cand))
-            cands.append(cand)
-        need_gpus = sum(shape.gpu * n for shape, n in items)
-        if not cands or need_gpus > cap.sums[GPU] + sum(c.gpus for c in cands):
-            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
-            return None
-        self.searches += 1
-        found = self._search(cap, items, cands, need_gpus)
-        if found is None:
-            self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
-        return found
+            yield cand
 
     def _search(
-        self, cap: Capacity, items: Items, cands: list[Candidate], need_gpus: int
+        self, capacity: Capacity, items: Items, cands: Eligible, need_gpus: int
     ) -> tuple[list[Candidate], list[Assignment]] | None:
+        """The shortest prefix of ``cands`` whose eviction lets ``items`` fit, then the add-back."""
         attempts = self.state.config.topology_attempts
-        base = cap.mark()
-        current = 0
-
-        def set_prefix(k: int) -> None:
-            nonlocal current
-            if k > current:
-                for cand in cands[current:k]:
-                    for i, vec in cand.bookings:
-                        cap.unbook(i, vec)
-            else:
-                for cand in cands[k:current]:
-                    for i, vec in cand.bookings:
-                        cap.book(i, vec)
-            current = k
-
-        def fits(k: int) -> bool:
-            set_prefix(k)
-            mark = cap.mark()
-            ok = place(cap, items, None, attempts) is not None
-            cap.rollback(mark)
-            return ok
-
-        total = len(cands)
-        first = 1
-        if need_gpus:
-            deficit = need_gpus - cap.sums[GPU]
-            got = 0
-            while first < total and got + cands[first - 1].gpus < deficit:
-                got += cands[first - 1].gpus
-                first += 1
-        low, high = 0, -1
-        k = first
-        while True:
-            if fits(k):
-                high = k
-                break
-            low = k
-            if k >= total:
-                cap.rollback(base)
-                return None
-            k = min(total, max(k + 1, k * 2))
-        while high - low > 1:
-            mid = (low + high) // 2
-            if fits(mid):
-                high = mid
-            else:
-                low = mid
-        set_prefix(high)
-        placed = place(cap, items, None, attempts)
-        if placed is None:  # pragma: no cover - fits(high) just succeeded on this very state
-            cap.rollback(base)
+        base = capacity.mark()
+        prefixes = _Prefixes(capacity, items, cands, attempts)
+        high = prefixes.shortest(_first_prefix(capacity, cands, need_gpus))
+        placed = None
+        if high is not None:
+            prefixes.evict(high)
+            placed = place(capacity, items, None, attempts)
+        if placed is None:  # no prefix fits (placed is never None after a prefix that fits)
+            capacity.rollback(base)
             return None
-        chosen, assignments = self._add_back(cap, items, cands[:high], placed[0])
-        cap.rollback(base)
+        chosen, assignments = self._add_back(capacity, items, cands.found[:high], placed[0])
+        capacity.rollback(base)
         return chosen, assignments
 
     def _add_back(
-        self, cap: Capacity, items: Items, removed: list[Candidate], assignments: list[Assignment]
+        self, capacity: Capacity, items: Items, removed: list[Candidate], assignments: list[Assignment]
     ) -> tuple[list[Candidate], list[Assignment]]:
         """Restore every removed candidate the placement can do without (most expensive first)."""
         attempts = self.state.config.topology_attempts
@@ -322,26 +295,122 @@ class Preemption:
             partner = cand.partner
             if cand.elastic and partner is not None and victim.get(id(partner), False):
                 continue  # the rest of its gang goes: the elastic members go with it
-            mark = cap.mark()
+            mark = capacity.mark()
             for i, vec in cand.bookings:
-                cap.book(i, vec)
-            free = cap.free
+                capacity.book(i, vec)
+            free = capacity.free
             if all(free[i][r] >= 0 for i, _ in cand.bookings for r in used.get(i, ())):
                 victim[id(cand)] = False
                 continue
             moved = None
-            if replacements < MAX_REPLACEMENTS and cap.sums[GPU] >= cand.gpus:
+            if replacements < MAX_REPLACEMENTS and capacity.sums[GPU] >= cand.gpus:
                 replacements += 1
                 for (shape, _), assignment in zip(items, assignments, strict=True):
                     for i, n in assignment:
-                        cap.unbook(i, shape.vec, n)
-                moved = place(cap, items, None, attempts)
+                        capacity.unbook(i, shape.vec, n)
+                moved = place(capacity, items, None, attempts)
             if moved is not None:
                 assignments = moved[0]
                 used = used_resources(assignments)
                 victim[id(cand)] = False
             else:
-                cap.rollback(mark)
+                capacity.rollback(mark)
         # An elastic slice whose rest stays may go alone; a rest always takes its slice along
         # (slices sort before every rest, so a removed rest's slice was removed too).
         return [c for c in removed if victim[id(c)]], assignments
+
+
+class Eligible:
+    """The eligible candidates in cost order, taken from ``stream`` only as far as asked: a search
+    that fits after a few victims does not judge the thousands behind them."""
+
+    def __init__(self, stream: Iterator[Candidate]) -> None:
+        self.stream = stream
+        self.found: list[Candidate] = []
+        self.gpus = 0  # of the candidates found
+        self.exhausted = False
+
+    def extend_to(self, k: int) -> int:
+        """Find candidates until there are ``k`` (or no more); how many there are."""
+        found = self.found
+        while len(found) < k and not self.exhausted:
+            cand = next(self.stream, None)
+            if cand is None:
+                self.exhausted = True
+            else:
+                found.append(cand)
+                self.gpus += cand.gpus
+        return len(found)
+
+    def cover(self, gpus: int) -> bool:
+        """Find candidates until they hold at least ``gpus`` GPUs; do they (all of them, at worst)?"""
+        while self.gpus < gpus and not self.exhausted:
+            self.extend_to(len(self.found) + 1)
+        return self.gpus >= gpus
+
+
+def _first_prefix(capacity: Capacity, cands: Eligible, need_gpus: int) -> int:
+    """The shortest prefix of ``cands`` whose GPUs could cover what is missing (no shorter one can
+    let the gang fit), at least 1. ``search`` found candidates enough to cover it already."""
+    found = cands.found
+    first = 1
+    if need_gpus:
+        deficit = need_gpus - capacity.sums[GPU]
+        got = 0
+        while first < len(found) and got + found[first - 1].gpus < deficit:
+            got += found[first - 1].gpus
+            first += 1
+    return first
+
+
+class _Prefixes:
+    """The capacity with the first k candidates (of the cost order) evicted, k moving up and down."""
+
+    def __init__(self, capacity: Capacity, items: Items, cands: Eligible, attempts: int) -> None:
+        self.capacity = capacity
+        self.items = items
+        self.cands = cands
+        self.attempts = attempts
+        self.current = 0  # candidates evicted now
+
+    def evict(self, k: int) -> None:
+        """Evict exactly the first ``k`` candidates (journaled: the caller rolls back)."""
+        capacity = self.capacity
+        found = self.cands.found
+        if k > self.current:
+            for cand in found[self.current : k]:
+                for i, vec in cand.bookings:
+                    capacity.unbook(i, vec)
+        else:
+            for cand in found[k : self.current]:
+                for i, vec in cand.bookings:
+                    capacity.book(i, vec)
+        self.current = k
+
+    def fits(self, k: int) -> bool:
+        self.evict(k)
+        mark = self.capacity.mark()
+        ok = place(self.capacity, self.items, None, self.attempts) is not None
+        self.capacity.rollback(mark)
+        return ok
+
+    def shortest(self, first: int) -> int | None:
+        """The shortest prefix that fits: doubling from ``first``, then bisecting; None if even
+        all candidates are not enough."""
+        low, high = 0, -1
+        k = first
+        while not self.fits(k):
+            low = k
+            longer = max(k + 1, k * 2)
+            found = self.cands.extend_to(longer)
+            if k >= found:
+                return None  # k was every candidate there is
+            k = min(found, longer)
+        high = k
+        while high - low > 1:
+            mid = (low + high) // 2
+            if self.fits(mid):
+                high = mid
+            else:
+                low = mid
+        return high

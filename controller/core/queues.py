@@ -30,8 +30,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from controller.core import messages as msg
-from controller.core.model import Gang, GangKey, Pod, Queue, QueueReport, QueueResource, Reason
-from controller.core.ordering import gang_order
+from controller.core.model import Gang, Pod, Queue, QueueReport, QueueResource, Reason
+from controller.core.ordering import GangOrder, gang_order
 
 Amounts = dict[str, int]
 NO_LIMITS = QueueResource()
@@ -170,61 +170,26 @@ class QueueBook:
         """``free``: the free room of Ready, schedulable nodes (what every pod leaves)."""
         self.tree = QueueTree(queues)
         self.gpu_resource = gpu_resource
-        self.waiting: dict[GangKey, Amounts] = {}  # what each queued gang still asks for
-        self.queue_of: dict[GangKey, str] = {}  # gangs of a valid leaf queue
+        self._gangs = gangs
+        self._valid: dict[str, bool] = {}  # queue name -> a leaf that takes gangs
         self._limits: dict[str, list[tuple[str, str, int]]] = {}  # leaf -> (queue, resource, limit)
-        self.holding: set[GangKey] = set()  # queued gangs with members that hold room
-        holding_of: dict[str, Amounts] = {}
-        asking_of: dict[str, Amounts] = {}
-        valid: dict[str, bool] = {}
-        for gang in gangs:
-            queue = gang.queue
-            if queue is None:
-                continue
-            ok = valid.get(queue)
-            if ok is None:
-                ok = valid[queue] = self.tree.why_not(queue) is None
-            if not ok:
-                continue
-            self.queue_of[gang.key] = queue
-            holding = holding_of.setdefault(queue, {})
-            asking: Amounts = {}
-            admitted = gang.admitted
-            held = False
-            for pod in gang.members:  # the hot loop (every member of every queued gang)
-                phase = pod.phase
-                if phase == "Succeeded" or phase == "Failed" or pod.terminating:  # noqa: PLR1714
-                    continue
-                if pod.node_name is not None or pod.nominated_node is not None or pod.uid in admitted:
-                    into = holding
-                    held = True
-                elif pod.gated:
-                    into = asking
-                else:
-                    continue
-                for name, amount in pod.requests.items():
-                    into[name] = into.get(name, 0) + amount
-            asking.pop("pods", None)
-            self.waiting[gang.key] = asking
-            if held:
-                self.holding.add(gang.key)
-            add(asking_of.setdefault(queue, {}), asking)
-        for holding in holding_of.values():
-            holding.pop("pods", None)
-        self.leaves_in_use = frozenset(self.queue_of.values())
-        # Subtrees: each leaf's sums added to it and its ancestors once.
-        self.usage: dict[str, Amounts] = {name: {} for name in self.tree.queues}
-        self.requested: dict[str, Amounts] = {name: {} for name in self.tree.queues}
-        for leaf in sorted(set(holding_of) | set(asking_of)):
-            for q in self.tree.path(leaf):
-                add(self.usage[q], holding_of.get(leaf, {}))
-                add(self.requested[q], holding_of.get(leaf, {}))
-                add(self.requested[q], asking_of.get(leaf, {}))
         # Declared resources take part in fairness; the GPU always does.
         names = {gpu_resource}
         for spec in self.tree.queues.values():
             names.update(spec.resources)
         self.resources = sorted(names - {"pods"})
+        scan = _Scan(self, gangs)
+        self._turns = scan.turns
+        self._holding_n = scan.holding_n
+        self.leaves_in_use = frozenset(scan.leaves)
+        # Subtrees: each leaf's sums added to it and its ancestors once.
+        self.usage: dict[str, Amounts] = {name: {} for name in self.tree.queues}
+        self.requested: dict[str, Amounts] = {name: {} for name in self.tree.queues}
+        for leaf in sorted(set(scan.holding_of) | set(scan.asking_of)):
+            for q in self.tree.path(leaf):
+                add(self.usage[q], scan.holding_of.get(leaf, {}))
+                add(self.requested[q], scan.holding_of.get(leaf, {}))
+                add(self.requested[q], scan.asking_of.get(leaf, {}))
         # What queues share: the free room plus what queued gangs hold themselves.
         self.capacity: Amounts = {name: max(0, amount) for name, amount in free.items()}
         for root in self.tree.roots:
@@ -240,8 +205,14 @@ class QueueBook:
         why = self.tree.why_not(gang.queue)
         return None if why is None else (Reason.QUEUE_NOT_FOUND, why)
 
-    def queue(self, key: GangKey | None) -> str | None:
-        return None if key is None else self.queue_of.get(key)
+    def leaf(self, queue: str | None) -> str | None:
+        """``queue`` (a gang's ``queue``) if it is a leaf that takes gangs, else None."""
+        if queue is None:
+            return None
+        ok = self._valid.get(queue)
+        if ok is None:
+            ok = self._valid[queue] = self.tree.why_not(queue) is None
+        return queue if ok else None
 
     # ---- limits ----------------------------------------------------------------------------------
 
@@ -279,80 +250,19 @@ class QueueBook:
 
     # ---- order -----------------------------------------------------------------------------------
 
-    def _ratio(self, queue: str, usage: Mapping[str, int]) -> float:
-        """How far the queue is from its fair share: usage over share on its most used resource."""
-        worst = 0.0
-        fair = self.fair[queue]
-        for resource in self.resources:
-            used = usage.get(resource, 0)
-            if used <= 0:
-                continue
-            share = fair.get(resource, 0.0)
-            ratio = used / share if share > 0 else INFINITE
-            worst = max(worst, ratio)
-        return worst
-
-    def order(self, gangs: Sequence[Gang]) -> list[Gang]:
-        """``gangs`` (in today's order) with queued gangs re-ranked among their places by fairness."""
-        per_queue: dict[str, list[Gang]] = {}
-        places = []
-        waiting = self.waiting
-        for i, gang in enumerate(gangs):
-            q = self.queue_of.get(gang.key)
-            # Only gangs with members waiting take turns; a running gang keeps its place.
-            if q is not None and waiting.get(gang.key):
-                per_queue.setdefault(q, []).append(gang)
-                places.append(i)
-        if not places:
-            return list(gangs)
-        order_of = {gang.key: gang_order(gang) for lst in per_queue.values() for gang in lst}
-        projected = {q: dict(amounts) for q, amounts in self.usage.items()}
-        heads = dict.fromkeys(per_queue, 0)
-        # Per queue with gangs left in its subtree: its next gang, and its rank among its siblings
-        # (how far below its fair share, then that gang's priority and age).
-        next_of: dict[str, Gang | None] = {}
-        rank: dict[str, tuple[float, tuple[int, float, str, str], str] | None] = {}
-        kids = self.tree.kids
-        ratio = self._ratio
-
-        def pick(candidates: Sequence[str]) -> str | None:
-            best = None
-            for q in candidates:
-                key = rank.get(q)
-                if key is not None and (best is None or key < best):
-                    best = key
-            return None if best is None else best[2]
-
-        def refresh(q: str) -> None:
-            children = kids(q)
-            if children:
-                best = pick(children)
-                head = None if best is None else next_of[best]
-            else:
-                lst = per_queue.get(q, [])
-                k = heads.get(q, 0)
-                head = lst[k] if k < len(lst) else None
-            next_of[q] = head
-            rank[q] = None if head is None else (ratio(q, projected[q]), order_of[head.key], q)
-
-        valid = [q for q in self.tree.queues if q not in self.tree.broken]
-        for q in sorted(valid, key=lambda name: (-len(self.tree.path(name)), name)):  # leaves up
-            refresh(q)
-        paths = {leaf: self.tree.path(leaf) for leaf in per_queue}
-        out = list(gangs)
-        for place in places:
-            leaf = pick(self.tree.roots)
-            while leaf is not None and kids(leaf):
-                leaf = pick(kids(leaf))
-            assert leaf is not None  # a queued gang is left, so some leaf has one
-            gang = per_queue[leaf][heads[leaf]]
-            heads[leaf] += 1
-            out[place] = gang
-            asking = self.waiting.get(gang.key)
-            for q in paths[leaf]:
-                if asking:
-                    add(projected[q], asking)
-                refresh(q)
+    def order(self) -> list[Gang]:
+        """The gangs the book was built from (in today's order), queued gangs re-ranked among their
+        places by fairness."""
+        out = list(self._gangs)
+        if not self._turns:
+            return out
+        per_leaf: dict[str, list[tuple[GangOrder, Gang, Amounts]]] = {}
+        for position, leaf, asking in self._turns:
+            gang = out[position]
+            per_leaf.setdefault(leaf, []).append((gang_order(gang), gang, asking))
+        turns = _Turns(self, per_leaf)
+        for position, _, _ in self._turns:  # the places queued gangs hold, in order
+            out[position] = turns.take()
         return out
 
     # ---- reclaim ---------------------------------------------------------------------------------
@@ -369,28 +279,177 @@ class QueueBook:
     def reclaim_filter(self, reclaimer: str) -> VictimFilter:
         return VictimFilter(self, reclaimer)
 
-    def report(self, admitted: set[GangKey], waiting: set[GangKey]) -> dict[str, QueueReport]:
-        admitted_n = dict.fromkeys(self.tree.queues, 0)
-        waiting_n = dict.fromkeys(self.tree.queues, 0)
-        for keys, counts in ((admitted, admitted_n), (waiting - admitted, waiting_n)):
-            per_leaf: dict[str, int] = {}
-            for key in keys:
-                leaf = self.queue_of.get(key)
-                if leaf is not None:
-                    per_leaf[leaf] = per_leaf.get(leaf, 0) + 1
-            for leaf, n in per_leaf.items():
+    def report(self, admitted: Iterable[Gang], waiting: Iterable[Gang]) -> dict[str, QueueReport]:
+        """Per queue after the pass. ``admitted``: gangs the pass admitted; ``waiting``: gangs told
+        to wait or preempting. A gang holding room counts as admitted, never as waiting."""
+        per_leaf = {"admitted": dict(self._holding_n), "waiting": {}}
+        for gangs, kind in ((admitted, "admitted"), (waiting, "waiting")):
+            counts = per_leaf[kind]
+            for gang in gangs:
+                leaf = self.leaf(gang.queue)
+                if leaf is not None and not holds_room(gang):  # counted already
+                    counts[leaf] = counts.get(leaf, 0) + 1
+        totals = {kind: dict.fromkeys(self.tree.queues, 0) for kind in per_leaf}
+        for kind, counts in per_leaf.items():
+            for leaf, n in counts.items():
                 for q in self.tree.path(leaf):
-                    counts[q] += n
+                    totals[kind][q] += n
         return {
             q: QueueReport(
                 allocated=dict(sorted(self.usage[q].items())),
                 requested=dict(sorted(self.requested[q].items())),
                 fair_share={r: self.fair[q].get(r, 0.0) for r in self.resources},
-                admitted_gangs=admitted_n[q],
-                waiting_gangs=waiting_n[q],
+                admitted_gangs=totals["admitted"][q],
+                waiting_gangs=totals["waiting"][q],
             )
             for q in sorted(self.tree.queues)
         }
+
+
+def holds_room(gang: Gang) -> bool:
+    """Does a live member hold room (bound, nominated, or admitted and not bound yet)?"""
+    admitted = gang.admitted
+    for pod in gang.members:
+        if pod.phase == "Succeeded" or pod.phase == "Failed" or pod.terminating:  # noqa: PLR1714
+            continue
+        if pod.node_name is not None or pod.nominated_node is not None or pod.uid in admitted:
+            return True
+    return False
+
+
+def _amounts(counts: Mapping[tuple[tuple[str, int], ...], int]) -> Amounts:
+    """Requests summed, from how many pods asked for each (requests as items) ("pods" left out)."""
+    out: Amounts = {}
+    for requests, n in counts.items():
+        for name, amount in requests:
+            out[name] = out.get(name, 0) + amount * n
+    out.pop("pods", None)
+    return out
+
+
+RequestCounts = dict[tuple[tuple[str, int], ...], int]  # requests (as items) -> pods asking for them
+
+
+class _Scan:
+    """One walk over the gangs of a pass and their members: per leaf queue, what its gangs hold and
+    ask for; which gangs hold room; which take turns in the fair order (they have members waiting)."""
+
+    def __init__(self, book: QueueBook, gangs: Sequence[Gang]) -> None:
+        self.turns: list[tuple[int, str, Amounts]] = []  # (position, leaf, what it asks for)
+        self.holding_n: dict[str, int] = {}  # leaf -> how many of its gangs hold room (holds_room)
+        self.asking_of: dict[str, Amounts] = {}
+        held_per_leaf: dict[str, RequestCounts] = {}
+        leaf_of = book.leaf
+        for position, gang in enumerate(gangs):
+            leaf = leaf_of(gang.queue)
+            if leaf is None:
+                continue
+            held = held_per_leaf.get(leaf)
+            if held is None:
+                held = held_per_leaf[leaf] = {}
+            holds, asked = self._count(gang, held)
+            if holds:
+                self.holding_n[leaf] = self.holding_n.get(leaf, 0) + 1
+            if not asked:
+                continue
+            asking = _amounts(asked)
+            if asking:  # only gangs with members waiting take turns; a running gang keeps its place
+                self.turns.append((position, leaf, asking))
+            add(self.asking_of.setdefault(leaf, {}), asking)
+        self.leaves = set(held_per_leaf)
+        self.holding_of = {leaf: _amounts(counts) for leaf, counts in held_per_leaf.items()}
+
+    @staticmethod
+    def _count(gang: Gang, held: RequestCounts) -> tuple[bool, RequestCounts]:
+        """Count the gang's live members that hold room into ``held``; return whether there were
+        any, and the counts of its gated members waiting."""
+        admitted = gang.admitted
+        holds = False
+        asked: RequestCounts = {}
+        for pod in gang.members:  # the hot loop (every member of every queued gang)
+            phase = pod.phase
+            if phase == "Succeeded" or phase == "Failed" or pod.terminating:  # noqa: PLR1714
+                continue
+            if pod.node_name is not None or pod.nominated_node is not None or pod.uid in admitted:
+                key = tuple(pod.requests.items())
+                held[key] = held.get(key, 0) + 1
+                holds = True
+            elif pod.gated:
+                key = tuple(pod.requests.items())
+                asked[key] = asked.get(key, 0) + 1
+        return holds, asked
+
+
+class _Turns:
+    """The state of ``QueueBook.order``: from the root down, the child queue furthest below its fair
+    share goes next (ties by its next gang's order); each gang taken counts as admitted."""
+
+    def __init__(self, book: QueueBook, per_leaf: dict[str, list[tuple[GangOrder, Gang, Amounts]]]) -> None:
+        tree = book.tree
+        names = book.resources
+        self.per_leaf = per_leaf
+        self.index = {name: k for k, name in enumerate(names)}  # resource -> its place in the rows
+        self.heads = dict.fromkeys(per_leaf, 0)
+        self.kids = {q: tree.kids(q) for q in tree.queues}
+        self.roots = tree.roots
+        self.paths = {leaf: tree.path(leaf) for leaf in per_leaf}
+        # usage as it would be with the gangs taken so far, and the fair shares, per resource index
+        self.projected = {q: [book.usage[q].get(r, 0) for r in names] for q in tree.queues}
+        self.fair = {q: [book.fair[q].get(r, 0.0) for r in names] for q in tree.queues}
+        # per queue with gangs left in its subtree: its next gang, and its rank among its siblings
+        self.next_of: dict[str, tuple[GangOrder, Gang, Amounts] | None] = {}
+        self.rank: dict[str, tuple[float, GangOrder, str] | None] = {}
+        valid = [q for q in tree.queues if q not in tree.broken]
+        for q in sorted(valid, key=lambda name: (-len(tree.path(name)), name)):  # leaves up
+            self.refresh(q)
+
+    def ratio(self, queue: str) -> float:
+        """How far the queue is from its fair share: usage over share on its most used resource."""
+        worst = 0.0
+        for used, share in zip(self.projected[queue], self.fair[queue], strict=True):
+            if used <= 0:
+                continue
+            ratio = used / share if share > 0 else INFINITE
+            worst = max(worst, ratio)
+        return worst
+
+    def pick(self, candidates: Sequence[str]) -> str | None:
+        best = None
+        rank = self.rank
+        for q in candidates:
+            key = rank.get(q)
+            if key is not None and (best is None or key < best):
+                best = key
+        return None if best is None else best[2]
+
+    def refresh(self, q: str) -> None:
+        children = self.kids[q]
+        if children:
+            best = self.pick(children)
+            head = None if best is None else self.next_of[best]
+        else:
+            waiting = self.per_leaf.get(q, ())
+            k = self.heads.get(q, 0)
+            head = waiting[k] if k < len(waiting) else None
+        self.next_of[q] = head
+        self.rank[q] = None if head is None else (self.ratio(q), head[0], q)
+
+    def take(self) -> Gang:
+        """The next gang; its queue and the queues above it count it as admitted."""
+        leaf = self.pick(self.roots)
+        while leaf is not None and self.kids[leaf]:
+            leaf = self.pick(self.kids[leaf])
+        assert leaf is not None  # a queued gang is left, so some leaf has one
+        _, gang, asking = self.per_leaf[leaf][self.heads[leaf]]
+        self.heads[leaf] += 1
+        index = self.index
+        adds = [(index[name], amount) for name, amount in asking.items() if amount and name in index]
+        for q in self.paths[leaf]:
+            row = self.projected[q]
+            for k, amount in adds:
+                row[k] += amount
+            self.refresh(q)
+        return gang
 
 
 class VictimFilter:

@@ -75,9 +75,9 @@ def largest_single_fit(state: PassState, items: Items) -> int | None:
 def reserve(state: PassState, items: Items) -> list[int] | None:
     """Nodes (sorted) where `items` fit once running pods end, preferring nodes with most free room
     now; None when no set of visible nodes would ever do."""
-    cap = state.capacity
-    free = cap.free
-    visible = cap.visible
+    capacity = state.capacity
+    free = capacity.free
+    visible = capacity.visible
     order = []
     for shape, _ in items:
         key_r = GPU if shape.gpu else next((r for r, _ in shape.vec if r != PODS), PODS)

@@ -50,12 +50,31 @@ class ShapeBook:
         self.resources = resources
         self.eligibility = eligibility
         self._by_key: dict[tuple[tuple[tuple[str, int], ...], Constraints], Shape] = {}
+        # The pod's fields as they come (unsorted, unfiltered) -> its shape: most pods of a pass
+        # repeat a few of these, and a hit skips building and hashing their Constraints.
+        self._by_fields: dict[tuple[object, ...], Shape] = {}
         self._by_uid: dict[str, Shape] = {}
 
     def of(self, pod: Pod) -> Shape:
         found = self._by_uid.get(pod.uid)
         if found is not None:
             return found
+        selector = pod.node_selector
+        fields = (
+            tuple(pod.requests.items()),
+            tuple(selector.items()) if selector else (),
+            pod.required_affinity,
+            pod.tolerations,
+        )
+        shape = self._by_fields.get(fields)
+        if shape is None:
+            shape = self._intern(pod)
+            self._by_fields[fields] = shape
+        self._by_uid[pod.uid] = shape
+        return shape
+
+    def _intern(self, pod: Pod) -> Shape:
+        """The shape of these requests and constraints; a new one (the next id) if first met."""
         requests = tuple(sorted((k, v) for k, v in pod.requests.items() if k != "pods" and v > 0))
         cons = Constraints.of(pod)
         key = (requests, cons)
@@ -64,5 +83,4 @@ class ShapeBook:
             vec, missing = self.resources.vector(dict(requests))
             shape = Shape(len(self._by_key), vec, missing, cons, self.eligibility.mask(cons), requests)
             self._by_key[key] = shape
-        self._by_uid[pod.uid] = shape
         return shape

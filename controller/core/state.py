@@ -10,13 +10,16 @@ Used room on a node (DESIGN "capacity"):
 - ``Gang.held`` rooms of preemptors: booked lazily, once the pass reaches gangs that come after the
   holder in the pass order (lower priority, or equal and younger); the holder itself, and gangs
   ahead of it, may use it.
+
+What depends on the nodes alone (``NodeTable``) is derived once per set of Node objects and shared
+by the passes given the very same objects (``node_table``); everything else is the pass's own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from controller.core.capacity import GPU, Capacity, ResourceIndex, Vector
+from controller.core.capacity import GPU, Capacity, ResourceIndex, Topology, Vector
 from controller.core.config import PlannerConfig
 from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
@@ -52,12 +55,13 @@ def is_live(pod: Pod) -> bool:
     return not pod.finished and not pod.terminating
 
 
-class PassState:
-    def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
-        self.snapshot = snapshot
-        self.config = config
-        self.now = snapshot.now
-        self.nodes = _unique_nodes(snapshot.nodes)
+class NodeTable:
+    """What a pass derives from the nodes alone: the nodes sorted by name (one per name), the
+    resource index, allocatable rows, eligibility (its masks cached as passes ask for them) and the
+    topology. Read-only for the passes that share it (see ``node_table``)."""
+
+    def __init__(self, nodes: Iterable[Node], config: PlannerConfig) -> None:
+        self.nodes = _unique_nodes(nodes)
         self.names = [node.name for node in self.nodes]
         self.node_index = {name: i for i, name in enumerate(self.names)}
         resource_names: set[str] = set()
@@ -73,41 +77,86 @@ class PassState:
                 row[index[name]] = amount
             self.alloc.append(row)
         self.eligibility = Eligibility(self.nodes)
-        self.shapes = ShapeBook(self.resources, self.eligibility)
-        self.gangs = unique_gangs(snapshot.gangs)
-        self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
-        self._gang_by_key: dict[GangKey, Gang] | None = None
-
-        # uid -> (node, request) of everything that holds room, for exact release in victim search
-        self.booked: dict[str, tuple[int, Vector]] = {}
-        self.permanent: dict[int, list[int]] = {}  # node -> room taken by pods that never end
-        self.terminating: dict[int, int] = {}  # node -> terminating pods still holding room there
-        self.min_running_priority: int | None = None
-        free = [list(row) for row in self.alloc]
-        self._count_usage(free)
-        # Queues (if any) re-rank queued gangs by fairness; a gang without a queue keeps its place.
-        self.queues: QueueBook | None = None
-        if snapshot.queues:
-            room = [0] * width
-            for i, row in enumerate(free):
-                if self.eligibility.candidate[i]:
-                    for r, amount in enumerate(row):
-                        if amount > 0:
-                            room[r] += amount
-            free_room = {name: room[r] for r, name in enumerate(self.resources.names)}
-            self.queues = QueueBook(snapshot.queues, self.gangs, free_room, config.gpu_resource)
-            self.gangs = self.queues.order(self.gangs)
-            self.position = {gang.key: i for i, gang in enumerate(self.gangs)}
         domains = []
         for label in (config.rack_label, config.zone_label):
             per_node = [node.labels.get(label) for node in self.nodes]
             if any(value is not None for value in per_node):
                 domains.append(per_node)
-        max_gpus = max((row[GPU] for row in self.alloc), default=0)
-        self.capacity = Capacity(self.names, free, self.eligibility.candidate, max_gpus, domains)
+        self.topology = Topology(domains)
+        self.max_gpus = max((row[GPU] for row in self.alloc), default=0)
+
+
+# The last node tables built, newest first: (the nodes they were built from, the config fields
+# they depend on, the table). Two, so that a what-if pass on modified nodes does not evict the
+# real cluster's.
+_TABLES: list[tuple[Sequence[Node], tuple[str, str, str], NodeTable]] = []
+_KEEP_TABLES = 2
+
+
+def node_table(nodes: Sequence[Node], config: PlannerConfig) -> NodeTable:
+    """The NodeTable of these very Node objects, in this order: built once, then shared by every
+    pass that is given the same objects (a controller that keeps its unchanged Node records, a
+    replay). Node records are frozen, so the same objects always derive the same table; any new or
+    reordered node builds a new one. Not I/O and not a result: only work not done twice."""
+    key = (config.gpu_resource, config.rack_label, config.zone_label)
+    for seen, seen_key, table in _TABLES:
+        if seen_key == key and (
+            seen is nodes
+            or (len(seen) == len(nodes) and all(a is b for a, b in zip(seen, nodes, strict=True)))
+        ):
+            return table
+    table = NodeTable(nodes, config)
+    _TABLES.insert(0, (nodes, key, table))
+    del _TABLES[_KEEP_TABLES:]
+    return table
+
+
+class PassState:
+    def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
+        self.snapshot = snapshot
+        self.config = config
+        self.now = snapshot.now
+        table = node_table(snapshot.nodes, config)
+        self.nodes = table.nodes
+        self.names = table.names
+        self.node_index = table.node_index
+        self.resources = table.resources
+        self.alloc = table.alloc
+        self.eligibility = table.eligibility
+        self.shapes = ShapeBook(self.resources, self.eligibility)
+        self.gangs = unique_gangs(snapshot.gangs)
+        self._gang_by_key: dict[GangKey, Gang] | None = None
+        # uid -> node, and uid -> request, of everything that holds room (exact release in victim
+        # search). Two maps, not one of pairs: a pair per pod of a big cluster is 50,000 objects
+        # that outlive the pass's young garbage collections and make the old ones run.
+        self.booked: dict[str, int] = {}
+        self.booked_requests: dict[str, Vector] = {}
+        self.permanent: dict[int, list[int]] = {}  # node -> room taken by pods that never end
+        self.terminating: dict[int, int] = {}  # node -> terminating pods still holding room there
+        self.min_running_priority: int | None = None
+        free = [list(row) for row in self.alloc]
+        self._count_usage(free)
+        self.queues = self._queue_book(free)  # re-ranks self.gangs when there are queues
+        self._position: dict[GangKey, int] | None = None  # built when a holder needs it
+        self.capacity = Capacity(self.names, free, self.eligibility.candidate, table.max_gpus, table.topology)
         self.memo = FitMemo()
         self._held = self._collect_held()
         self._drained: list[list[int]] | None = None
+
+    def _queue_book(self, free: list[list[int]]) -> QueueBook | None:
+        """Queues (if any) re-rank queued gangs by fairness; a gang without a queue keeps its place."""
+        if not self.snapshot.queues:
+            return None
+        room = [0] * len(self.resources)
+        for i, row in enumerate(free):
+            if self.eligibility.candidate[i]:
+                for r, amount in enumerate(row):
+                    if amount > 0:
+                        room[r] += amount
+        free_room = {name: room[r] for r, name in enumerate(self.resources.names)}
+        book = QueueBook(self.snapshot.queues, self.gangs, free_room, self.config.gpu_resource)
+        self.gangs = book.order()
+        return book
 
     # ---- usage -------------------------------------------------------------------------------
 
@@ -122,7 +171,8 @@ class PassState:
         row = free[i]
         for r, a in vec:
             row[r] -= a
-        self.booked[pod.uid] = (i, vec)
+        self.booked[pod.uid] = i
+        self.booked_requests[pod.uid] = vec
         self._note(i, pod, vec)
 
     def _note(self, i: int, pod: Pod, vec: Vector) -> None:
@@ -135,12 +185,22 @@ class PassState:
                 perm[r] += a
 
     def _count_usage(self, free: list[list[int]]) -> None:
+        lowest = self._count_pods(free)
+        self.min_running_priority = self._count_members(free, lowest)
+
+    def _count_pods(self, free: list[list[int]]) -> int | None:
+        """Take the room of every pod that holds some; the lowest priority among them."""
         booked = self.booked
+        booked_requests = self.booked_requests
         index_get = self.node_index.get
+        known = self.resources.known.get
         vector = self.resources.vector
         permanent_kinds = frozenset(self.config.permanent_owner_kinds)
+        permanent = self.permanent
+        terminating = self.terminating
+        width = len(self.resources)
         lowest: int | None = None
-        # The hot loop (50,000 pods): everything local, the rare cases in _note.
+        # The hot loop (50,000 pods): everything local.
         for pod in self.snapshot.pods:
             node = pod.node_name or pod.nominated_node
             if node is None:
@@ -154,28 +214,45 @@ class PassState:
             i = index_get(node)
             if i is None:
                 continue
-            vec = vector(pod.requests)[0]
+            requests = pod.requests
+            found = known(tuple(requests.items()))  # ResourceIndex.vector without the call
+            vec = found[0] if found is not None else vector(requests)[0]
             row = free[i]
             for r, a in vec:
                 row[r] -= a
-            booked[uid] = (i, vec)
+            booked[uid] = i
+            booked_requests[uid] = vec
             owner = pod.owner
-            if pod.terminating or (owner is not None and owner.kind in permanent_kinds):
-                self._note(i, pod, vec)
+            if owner is not None and owner.kind in permanent_kinds:  # _note, inline: a DaemonSet per node
+                taken = permanent.get(i)
+                if taken is None:
+                    taken = permanent[i] = [0] * width
+                for r, a in vec:
+                    taken[r] += a
+            if pod.terminating:
+                terminating[i] = terminating.get(i, 0) + 1
             if lowest is None or pod.priority < lowest:
                 lowest = pod.priority
+        return lowest
+
+    def _count_members(self, free: list[list[int]], lowest: int | None) -> int | None:
+        """Take the room of bound gang members missing from the pods, and of admitted members not
+        bound yet; the lowest priority of running work, running gangs included."""
+        booked = self.booked
         for gang in self.gangs:
             running = False
             for member in gang.members:
                 if member.node_name is None and member.nominated_node is None:
                     continue
-                if member.uid not in booked and not member.finished:
+                if member.uid in booked:  # the common case: counted with the pods
+                    running = True
+                elif not member.finished:
                     self._take(free, member, member.node_name or member.nominated_node)
-                running = running or member.uid in booked
+                    running = running or member.uid in booked
             if running and (lowest is None or gang.priority < lowest):
                 lowest = gang.priority
             admitted = gang.admitted
-            if not admitted or all(uid in booked for uid in admitted):
+            if not admitted or admitted.keys() <= booked.keys():
                 continue
             members = {m.uid: m for m in gang.members}
             for uid, node_name in admitted.items():
@@ -183,11 +260,11 @@ class PassState:
                 if reserved is None or uid in booked or not is_live(reserved):
                     continue
                 self._take(free, reserved, node_name or gang.booked.get(uid))
-        self.min_running_priority = lowest
+        return lowest
 
     def _collect_held(self) -> list[tuple[int, GangKey, list[tuple[int, Vector]]]]:
         held = []
-        for gang in self.gangs:
+        for position, gang in enumerate(self.gangs):
             if not gang.held or gang.admitted or gang.admitted_at is not None:
                 continue
             members = {m.uid: m for m in gang.members}
@@ -200,8 +277,15 @@ class PassState:
                 if i is not None:
                     rooms.append((i, self.resources.vector(pod.requests)[0]))
             if rooms:
-                held.append((self.position[gang.key], gang.key, rooms))
+                held.append((position, gang.key, rooms))
         return held
+
+    @property
+    def position(self) -> dict[GangKey, int]:
+        """Gang -> its place in the pass order."""
+        if self._position is None:
+            self._position = {gang.key: i for i, gang in enumerate(self.gangs)}
+        return self._position
 
     def gang(self, key: GangKey) -> Gang | None:
         if self._gang_by_key is None:

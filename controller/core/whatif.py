@@ -19,7 +19,7 @@ the moment the pass reached it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from controller.core.capacity import GPU
@@ -34,11 +34,12 @@ from controller.core.model import (
     Pod,
     Preempt,
     Reason,
+    Short,
     Snapshot,
     Wait,
 )
 from controller.core.placement import best_partial
-from controller.core.planner import PlanningPass
+from controller.core.planner import Demand, PlanningPass
 from controller.core.state import PassState, is_live
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -108,13 +109,14 @@ class _Watched(PlanningPass):
         self.target = target
         self.partial: Partial | None = None
 
-    def _cannot_fit(self, gang: Gang, required: Sequence[Pod], timed_out: bool) -> Decision:
+    def _cannot_fit(self, gang: Gang, demand: Demand, timed_out: bool) -> Decision:
         if gang.key == self.target:
-            items = self._items(self._groups(required))
-            placed, per_node = best_partial(self.cap, items)
-            nodes = sorted(((self.st.names[i], n) for i, n in per_node.items()), key=lambda x: (-x[1], x[0]))
-            self.partial = Partial(len(required), placed, tuple(nodes))
-        return super()._cannot_fit(gang, required, timed_out)
+            placed, per_node = best_partial(self.capacity, demand.items)
+            nodes = sorted(
+                ((self.state.names[i], n) for i, n in per_node.items()), key=lambda x: (-x[1], x[0])
+            )
+            self.partial = Partial(sum(n for _, n in demand.items), placed, tuple(nodes))
+        return super()._cannot_fit(gang, demand, timed_out)
 
 
 def decide(snapshot: Snapshot, key: GangKey, config: PlannerConfig) -> Decision | None:
@@ -142,7 +144,7 @@ def explain(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = Non
     config = config or PlannerConfig()
     gang = _gang(snapshot, key)
     watched = _Watched(snapshot, config, key)
-    order = watched.st.gangs  # the pass's own order (queues, when there are any, re-rank it)
+    order = watched.state.gangs  # the pass's own order (queues, when there are any, re-rank it)
     position = next(i for i, g in enumerate(order) if g.key == key)
     ahead = tuple(g.key for g in order[:position] if not _admitted(g) and any(m.gated for m in g.members))
     decision = watched.run().for_gang(key)
@@ -157,8 +159,9 @@ def explain(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = Non
 
 
 def _needs_fix(decision: Decision | None) -> bool:
-    """A gang that waits for room (not for members, gates or a bad spec) can be helped by room."""
-    return isinstance(decision, Wait) and decision.reason in (
+    """A gang that waits for room (not for members, gates or a bad spec) can be helped by room --
+    also an admitted one whose new members (scaled up, replacements) wait for it (Short)."""
+    return isinstance(decision, Wait | Short) and decision.reason in (
         Reason.INSUFFICIENT_CAPACITY,
         Reason.UNSCHEDULABLE,
         Reason.BLOCKED_BY_RESERVATION,

@@ -1,4 +1,4 @@
-"""Report gang members that run without Phalanx's admission (README "Security").
+"""Report gang members that run without Phalanx's admission (docs/operations.md, "Security").
 
 The API server refuses anyone but the controller removing the ``phalanx.io/gang`` gate (the
 ``phalanx-gang-gate`` admission policy). Where that policy is missing (not installed, an older
@@ -16,7 +16,7 @@ from controller.core.model import GangKey, Pod
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
 from controller.pipeline.metrics import ControllerMetrics
-from shared import constants as c
+from shared import constants
 
 log = logging.getLogger(__name__)
 REASON = "GateBypassed"
@@ -32,8 +32,8 @@ def bypassed(view: GangView, ever_admitted: set[str]) -> list[Pod]:
         and not pod.terminating
         and pod.uid not in view.gang.admitted
         and pod.uid not in ever_admitted  # e.g. a bare pod a rollback left running
-        and c.SKIP not in pod.labels  # opted out of gang scheduling on purpose
-        and pod.annotations.get(c.SKIP) != "true"
+        and constants.SKIP not in pod.labels  # opted out of gang scheduling on purpose
+        and pod.annotations.get(constants.SKIP) != "true"
     ]
 
 
@@ -64,7 +64,7 @@ class GateBypassDetector:
         names = ", ".join(sorted(p.name for p in pods))
         message = (
             f"{len(pods)} member(s) bound without Phalanx's admission ({state}, minMember "
-            f"{gang.min_member}): {names}; their {c.GATE} gate was removed by someone other than "
+            f"{gang.min_member}): {names}; their {constants.GATE} gate was removed by someone other than "
             f"Phalanx (or they never had one)"
         )
         log.warning("gate bypassed", extra={"gang": str(gang.key), "pods": names})
@@ -74,6 +74,6 @@ class GateBypassDetector:
                 pod,
                 REASON,
                 f"bound to {pod.node_name} without Phalanx's admission of gang {gang.key.name} "
-                f"({state}); its {c.GATE} gate was removed by someone other than Phalanx",
+                f"({state}); its {constants.GATE} gate was removed by someone other than Phalanx",
                 warning=True,
             )

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.api.kube import ApiError, Kube
+from controller.api.records import PodGroupRecord
 from controller.api.resources import EVENTS
-from controller.api.store import PodGroupRecord
 from controller.core.model import Pod
 from controller.pipeline.status import iso
 

@@ -21,13 +21,14 @@ from controller.core.model import GangKey, Pod, Preempt
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
 from controller.pipeline.metrics import ControllerMetrics
-from shared import constants as c
+from shared import constants
 
 log = logging.getLogger(__name__)
 # On a Job that Phalanx suspended to re-queue its gang whole (value: why, e.g. "preempted",
 # "rolled-back"); removed when Phalanx resumes the Job. Jobs labelled by earlier versions with
 # ``phalanx.io/preempted=true`` are resumed the same way.
 REQUEUED_LABEL = "phalanx.io/requeued"
+# Written by versions before phalanx.io/requeued; Jobs that carry it are resumed the same way.
 LEGACY_PREEMPTED_LABEL = "phalanx.io/preempted"
 
 
@@ -86,7 +87,7 @@ class Executor:
                 view.podgroup.rt,
                 key.namespace,
                 key.name,
-                {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: record.encode()}}},
+                {"metadata": {"annotations": {constants.ADMISSION_ANNOTATION: record.encode()}}},
             )
         except Exception:
             self.store.forget_admission(key)
@@ -99,7 +100,7 @@ class Executor:
         done_at: list[float] = []
 
         async def lift(pod: Pod) -> None:
-            spec: dict[str, object] = {"schedulingGates": [{"$patch": "delete", "name": c.GATE}]}
+            spec: dict[str, object] = {"schedulingGates": [{"$patch": "delete", "name": constants.GATE}]}
             node = placement.get(pod.uid)
             if node:
                 # Pinned by node name, in the patch that lifts the gate (nodeSelectorTerms is an
@@ -163,7 +164,7 @@ class Executor:
             view.podgroup.rt,
             key.namespace,
             key.name,
-            {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: None}}},
+            {"metadata": {"annotations": {constants.ADMISSION_ANNOTATION: None}}},
         )
         self.store.assume_admission_cleared(key)
 
@@ -266,7 +267,7 @@ class Executor:
                 )
         for pod in victim_pods:
             self.metrics.preempted_gpu_seconds.inc(
-                pod.requests.get(c.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
+                pod.requests.get(constants.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
             )
         self.metrics.preemptions.inc(len(decision.victims))
         self.store.hold(key, decision.placement, now)

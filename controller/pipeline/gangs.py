@@ -8,14 +8,16 @@ webhook inferred from the workload, then the configured default.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from controller.api import queue_records, records
-from controller.api.store import PodGroupRecord, Store
+from controller.api.records import PodGroupRecord, WorkloadSize
+from controller.api.store import Store
+from controller.api.workload_owners import WorkloadKey, sized_by
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
-from shared import constants as c
+from shared import constants
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -47,27 +49,44 @@ def member_annotation(members: Iterable[Pod], key: str) -> str | None:
     return values[0] if values else None
 
 
+def _annotated_sizes(members: Iterable[Pod], key: str) -> list[int]:
+    return [v for p in members if (v := _int(p.annotations.get(key))) and v > 0]
+
+
+def spec_sizes(
+    members: Iterable[Pod], workload_sizes: Mapping[WorkloadKey, WorkloadSize]
+) -> tuple[int, int | None] | None:
+    """(size, most members at once; None: no bound) of the members' workloads as their specs say
+    now (kept by the informers), or None unless every one of them is known."""
+    keys = {key for p in members if (key := sized_by(p)) is not None}
+    if not keys or any(key not in workload_sizes for key in keys):
+        return None  # partly unknown (not served, not synced yet): the sizes the webhook wrote stand
+    found = [workload_sizes[key] for key in sorted(keys)]
+    size = max(w.size for w in found)
+    bounds = [w.largest for w in found]
+    largest = None if None in bounds else max(size, *(b for b in bounds if b is not None))
+    return size, largest
+
+
 def inferred_min_member(members: Iterable[Pod]) -> int | None:
-    """What the members themselves say the gang size is (user override, then inferred)."""
-    members = list(members)
-    for key in (c.MIN_MEMBER_ANNOTATION, c.INFERRED_MIN_MEMBER_ANNOTATION):
-        # Members of several owners may disagree (mpi-operator's launcher Job infers 1 for itself):
-        # the largest is the gang's size. Compared as numbers ("10" > "9").
-        values = [v for p in members if (v := _int(p.annotations.get(key))) and v > 0]
-        if values:
-            return max(values)
-    sizes = [_int(p.labels.get(c.COSCHEDULING_MIN_AVAILABLE_LABEL)) for p in members]
-    known = [s for s in sizes if s]
-    return max(known) if known else None
+    """The size the webhook inferred from the members' workload spec when it was created.
+
+    Members of several owners may disagree (mpi-operator's launcher Job infers 1 for itself): the
+    largest is the gang's size. Compared as numbers ("10" > "9")."""
+    inferred = _annotated_sizes(members, constants.INFERRED_MIN_MEMBER_ANNOTATION)
+    return max(inferred) if inferred else None
 
 
-def creatable(members: Iterable[Pod]) -> int | None:
+def creatable(
+    members: Iterable[Pod], workload_sizes: Mapping[WorkloadKey, WorkloadSize] | None = None
+) -> int | None:
     """How many members the gang's workloads can create at once (None when unknown).
 
-    Each controlling owner contributes the size the webhook inferred from its spec; bare pods
-    count one each. A chief Pod plus a 4-replica worker StatefulSet can create 5.
+    Each workload contributes its size (as its spec says now where known, else as the webhook
+    inferred it); bare pods count one each. A chief Pod plus a 4-replica worker StatefulSet can
+    create 5.
     """
-    by_owner: dict[str, int | None] = {}
+    by_workload: dict[object, int | None] = {}
     bare = 0
     members = list(members)
     if not members:
@@ -76,12 +95,19 @@ def creatable(members: Iterable[Pod]) -> int | None:
         if pod.owner is None:
             bare += 1
             continue
-        size = _int(pod.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
-        previous = by_owner.get(pod.owner.uid, 0)
-        by_owner[pod.owner.uid] = None if size is None or previous is None else max(previous, size)
-    if not by_owner or any(v is None for v in by_owner.values()):
+        workload = sized_by(pod)
+        live = (workload_sizes or {}).get(workload) if workload is not None else None
+        size = (
+            live.size
+            if live is not None
+            else _int(pod.annotations.get(constants.INFERRED_MIN_MEMBER_ANNOTATION))
+        )
+        key: object = workload or pod.owner.uid
+        previous = by_workload.get(key, 0)
+        by_workload[key] = None if size is None or previous is None else max(previous, size)
+    if not by_workload or any(v is None for v in by_workload.values()):
         return None  # no workload member seen (yet, or after a rollback): size unknown
-    return bare + sum(v for v in by_owner.values() if v is not None)
+    return bare + sum(v for v in by_workload.values() if v is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,9 +130,9 @@ def gang_priority(record: PodGroupRecord, members: Iterable[Pod], store: Store) 
     members = list(members)
     # The API server copies each pod's class's preemptionPolicy into the pod spec.
     never = any(p.preemption_policy == "Never" for p in members)
-    local = _int(record.spec.get("priority"))
-    class_name = record.spec.get("priorityClassName")
-    if isinstance(class_name, str) and class_name in store.priority_classes:
+    local = record.spec.priority
+    class_name = record.spec.priority_class_name
+    if class_name is not None and class_name in store.priority_classes:
         pc = store.priority_classes[class_name]
         local = pc.value
         never = never or pc.preemption_policy == "Never"
@@ -116,9 +142,9 @@ def gang_priority(record: PodGroupRecord, members: Iterable[Pod], store: Store) 
 
 def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
     for value in (
-        record.spec.get("scheduleTimeoutSeconds"),
-        record.annotations.get(c.SCHEDULE_TIMEOUT_ANNOTATION),
-        member_annotation(members, c.SCHEDULE_TIMEOUT_ANNOTATION),
+        record.spec.schedule_timeout_seconds,
+        record.annotations.get(constants.SCHEDULE_TIMEOUT_ANNOTATION),
+        member_annotation(members, constants.SCHEDULE_TIMEOUT_ANNOTATION),
     ):
         seconds = _int(value)
         if seconds and seconds > 0:
@@ -129,25 +155,22 @@ def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
 def _min_resources(record: PodGroupRecord) -> dict[str, int]:
     """spec.minResources in the core's units; one that cannot be read is left out (the CRD's
     schema refuses such values, so only a hand-edited object gets here)."""
-    value = record.spec.get("minResources")
-    if not isinstance(value, dict):
-        return {}
     try:
-        return parse_resources(value)
+        return parse_resources(dict(record.spec.min_resources))
     except (QuantityError, ValueError):
         return {}
 
 
 def _placement(record: PodGroupRecord, members: list[Pod]) -> Placement:
-    value = record.annotations.get(c.PLACEMENT_ANNOTATION) or member_annotation(
-        members, c.PLACEMENT_ANNOTATION
+    value = record.annotations.get(constants.PLACEMENT_ANNOTATION) or member_annotation(
+        members, constants.PLACEMENT_ANNOTATION
     )
-    return Placement.FREE if value == c.PLACEMENT_FREE else Placement.PINNED
+    return Placement.FREE if value == constants.PLACEMENT_FREE else Placement.PINNED
 
 
 def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
     for source in (record.labels, record.annotations):
-        if source.get(c.PREEMPTIBLE, "").lower() == "false":
+        if source.get(constants.PREEMPTIBLE, "").lower() == "false":
             return False
     return all(p.preemptible for p in members)
 
@@ -201,8 +224,8 @@ def view(
     waiting_since = _waiting_since(record, members, now)
     gang = Gang(
         key=record.key,
-        min_member=_int(record.spec.get("minMember")) or 0,
-        max_member=_int(record.spec.get("maxMember")),
+        min_member=record.spec.min_member or 0,
+        max_member=record.spec.max_member,
         members=tuple(members),
         priority=priority.value,
         local_priority=priority.local,
@@ -213,30 +236,33 @@ def view(
         placement=_placement(record, members),
         preemptible=_preemptible(record, members),
         preemption_policy=priority.preemption_policy,
-        creatable=creatable(members),
+        creatable=creatable(members, store.workload_sizes),
         admitted={uid: node for uid, node in admitted.items() if uid in present},
         booked={uid: node for uid, node in booked.items() if uid in present},
         min_resources=_min_resources(record),
         admitted_at=admitted_at,
-        parent=record.spec.get("parentPodGroup") or None,
+        parent=record.spec.parent_pod_group,
         queue=_queue(record, members, store),
         held=dict(hold.placement) if hold else {},
         held_since=hold.at if hold else None,
     )
     last_admitted = admission.latest if admission is not None and admitted_at is not None else None
-    degraded = _degraded_since(record, gang, now)
+    degraded = _degraded_since(record, gang, len(admission.placement) if admission else 0, now)
     return GangView(gang, record, tuple(members), last_admitted, waiting_since, degraded)
 
 
 DEGRADED_CONDITION = "Degraded"
 
 
-def _degraded_since(record: PodGroupRecord, gang: Gang, now: float) -> float | None:
+def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: float) -> float | None:
+    """Since when an admitted gang runs with fewer members than it had (``recorded``: members its
+    admission record holds) and than it needs. A gang whose workload was scaled up waits for its new
+    members at its old size: that is not degraded, nothing of it was lost."""
     if gang.admitted_at is None:
         return None
     running = sum(1 for p in gang.members if p.bound and not p.finished and not p.terminating)
     finished = sum(1 for p in gang.members if p.finished)
-    if running == 0 or running + finished >= gang.min_member:
+    if running == 0 or running + finished >= min(gang.min_member, recorded or gang.min_member):
         return None
     if any(p.uid in gang.admitted and is_live(p) and not p.bound for p in gang.members):
         return None  # admitted members still binding: the bind timeout's business
@@ -248,7 +274,24 @@ def _degraded_since(record: PodGroupRecord, gang: Gang, now: float) -> float | N
     return float(math.floor(now))
 
 
-def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView]]:
+def settled(record: PodGroupRecord, members: Sequence[Pod], store: Store) -> bool:
+    """A gang that is over: as many members as it needs, every one succeeded, no room held for it,
+    and its PodGroup already says Finished. A pass has nothing to decide or write for it, and its
+    pods hold no room; a new member (the Job retried or scaled) or a raised minMember brings it back."""
+    return (
+        record.status.get("phase") == "Finished"
+        and len(members) >= max(record.spec.min_member or 0, 1)
+        and all(p.phase == "Succeeded" and not p.terminating for p in members)
+        and store.hold_of(record.key) is None
+    )
+
+
+def snapshot(
+    store: Store, now: float, skip_settled: bool = False
+) -> tuple[Snapshot, dict[GangKey, GangView]]:
+    """The core's input and a view of each gang. ``skip_settled`` (the reconciler's passes) leaves
+    finished gangs out: completed Jobs linger until deleted, and every pass would otherwise rebuild
+    their views and statuses."""
     # Pods a PodDisruptionBudget selects carry its name, in the pod list and in their gang alike.
     budgeted: dict[str, Pod] = {}
     if store.budgets:
@@ -263,7 +306,10 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
             continue
         # Phalanx manages gangs in opted-in namespaces, and any gang it gated (a namespace that
         # opted out later must not strand its gated pods). Other PodGroups are not its business.
-        if key.namespace in store.opted_in or any(p.gated for p in store.members(key)):
+        members = store.members(key)
+        if skip_settled and settled(record, members, store):
+            continue
+        if key.namespace in store.opted_in or any(p.gated for p in members):
             views[key] = view(record, store, now, budgeted)
     pods = (budgeted.get(uid, pod) for uid, pod in store.pods.items())
     snap = Snapshot(
@@ -281,13 +327,13 @@ def snapshot(store: Store, now: float) -> tuple[Snapshot, dict[GangKey, GangView
 def _queue(record: PodGroupRecord, members: list[Pod], store: Store) -> str | None:
     """The gang's queue (controller/api/queue_records.py says where it comes from)."""
     parent_queue = None
-    parent_name = record.spec.get("parentPodGroup")
+    parent_name = record.spec.parent_pod_group
     if parent_name:
-        parent = store.podgroup(GangKey(record.namespace, str(parent_name)))
+        parent = store.podgroup(GangKey(record.namespace, parent_name))
         if parent is not None:
-            parent_queue = queue_records.gang_queue(parent.spec, parent.labels, (), None)
+            parent_queue = queue_records.gang_queue(parent.spec.queue, parent.labels, (), None)
     default = store.queues.namespace_queue.get(record.namespace)
-    return queue_records.gang_queue(record.spec, record.labels, members, default, parent_queue)
+    return queue_records.gang_queue(record.spec.queue, record.labels, members, default, parent_queue)
 
 
 def _with_budget(pod: Pod, budget: str) -> Pod:

@@ -10,77 +10,88 @@ _SLOW = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 
 
 class ControllerMetrics:
     def __init__(self) -> None:
+        # One declaration per metric, kept together as a table (docs/reference.md is generated from
+        # it): long, but there is no logic here to split.
         self.registry = CollectorRegistry()
-        r = self.registry
+        registry = self.registry
         self.gang_wait = Histogram(
             "phalanx_gang_wait_seconds",
             "From a gang's first member to its admission",
             buckets=_SLOW,
-            registry=r,
+            registry=registry,
         )
         self.admission_latency = Histogram(
             "phalanx_admission_latency_seconds",
             "From the admission decision to the last gate lifted",
             buckets=_FAST,
-            registry=r,
+            registry=registry,
         )
         self.gate_spread = Histogram(
             "phalanx_gate_lift_spread_seconds",
             "Between the first and the last gate removal of one admission",
             buckets=_FAST,
-            registry=r,
+            registry=registry,
         )
-        self.pending = Gauge("phalanx_pending_gangs", "Gangs not admitted, by reason", ["reason"], registry=r)
-        self.admissions = Counter("phalanx_admissions_total", "Gangs admitted", registry=r)
+        self.pending = Gauge(
+            "phalanx_pending_gangs", "Gangs not admitted, by reason", ["reason"], registry=registry
+        )
+        self.admissions = Counter("phalanx_admissions_total", "Gangs admitted", registry=registry)
         self.rollbacks = Counter(
-            "phalanx_rollbacks_total", "Admissions rolled back (bind timeout)", registry=r
+            "phalanx_rollbacks_total", "Admissions rolled back (bind timeout)", registry=registry
         )
         self.timeouts = Counter(
-            "phalanx_schedule_timeouts_total", "Gangs that hit their schedule timeout", registry=r
+            "phalanx_schedule_timeouts_total", "Gangs that hit their schedule timeout", registry=registry
         )
         self.reconcile_errors = Counter(
-            "phalanx_reconcile_errors_total", "Failed reconcile passes", registry=r
+            "phalanx_reconcile_errors_total", "Failed reconcile passes", registry=registry
         )
-        self.queue_depth = Gauge("phalanx_workqueue_depth", "Keys waiting in the work queue", registry=r)
+        self.queue_depth = Gauge(
+            "phalanx_workqueue_depth", "Keys waiting in the work queue", registry=registry
+        )
         self.pass_duration = Histogram(
-            "phalanx_planning_pass_seconds", "One planning pass (snapshot + plan)", buckets=_FAST, registry=r
+            "phalanx_planning_pass_seconds",
+            "One planning pass (snapshot + plan)",
+            buckets=_FAST,
+            registry=registry,
         )
         self.preemptions = Counter(
-            "phalanx_preemptions_total", "Gangs or pods evicted as victims", registry=r
+            "phalanx_preemptions_total", "Gangs or pods evicted as victims", registry=registry
         )
         self.preempted_gpu_seconds = Counter(
-            "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=r
+            "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=registry
         )
-        self.status_writes = Counter("phalanx_status_writes_total", "PodGroup status updates", registry=r)
+        self.status_writes = Counter(
+            "phalanx_status_writes_total", "PodGroup status updates", registry=registry
+        )
         self.gate_bypassed = Counter(
             "phalanx_gate_bypassed_pods_total",
             "Gang members found bound without Phalanx's admission (gate removed by someone else)",
-            registry=r,
+            registry=registry,
         )
-        # Queues (README "Queues"): per queue, subtree included; resource as in the pod spec.
+        # Queues (docs/user-guide.md "Queues"): per queue, subtree included; resource as in the pod spec.
         by_resource = ["queue", "resource"]
         self.queue_allocated = Gauge(
-            "phalanx_queue_allocated", "Held by the queue's admitted gangs", by_resource, registry=r
+            "phalanx_queue_allocated", "Held by the queue's admitted gangs", by_resource, registry=registry
         )
         self.queue_requested = Gauge(
             "phalanx_queue_requested",
             "Allocated plus what its waiting gangs ask for",
             by_resource,
-            registry=r,
+            registry=registry,
         )
         self.queue_fair_share = Gauge(
-            "phalanx_queue_fair_share", "Current fair share", by_resource, registry=r
+            "phalanx_queue_fair_share", "Current fair share", by_resource, registry=registry
         )
-        self.queue_quota = Gauge("phalanx_queue_quota", "Guaranteed amount", by_resource, registry=r)
+        self.queue_quota = Gauge("phalanx_queue_quota", "Guaranteed amount", by_resource, registry=registry)
         self.queue_gangs = Gauge(
             "phalanx_queue_gangs",
             "Gangs of the queue by state (admitted, waiting)",
             ["queue", "state"],
-            registry=r,
+            registry=registry,
         )
         self.queue_reclaims = Counter(
             "phalanx_queue_reclaims_total",
             "Reclaims that took borrowed room back from the queue",
             ["queue"],
-            registry=r,
+            registry=registry,
         )

@@ -21,17 +21,22 @@ from typing import Any
 
 from controller.api import workload_owners
 from controller.api.kube import ApiError, Kube
-from controller.api.resources import PODGROUPS
-from controller.api.store import PodGroupRecord, Store
+from controller.api.records import PodGroupRecord
+from controller.api.resources import PODGROUPS, WORKLOADS
+from controller.api.store import Store
 from controller.core.model import GangKey, Pod
-from controller.pipeline.gangs import inferred_min_member, member_annotation
-from shared import constants as c
-from shared import grouplink
+from controller.pipeline.gangs import inferred_min_member, member_annotation, spec_sizes
+from shared import constants, grouplink
+from shared.podgroup import PodGroupSpec
 
 log = logging.getLogger(__name__)
+# On PodGroups Phalanx made: where their minMember came from.
 MIN_MEMBER_SOURCE = "phalanx.io/min-member-source"
 # kubectl writes this on every object it applies: its presence means a user applied the spec.
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+WORKLOAD_API_VERSION = WORKLOADS.api_version
+# The source of a size read from the workload's spec: it follows the workload when that is scaled.
+WORKLOAD_SPEC = "the workload spec"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,8 @@ class Sizing:
     source: str  # where min_member came from, or what is missing
     owner: dict[str, Any] | None = None
     workload: tuple[str, str] | None = None  # (name, podGroup) of a Workload the members name
+    # Members beyond min_member that may join (elastic), counted with it; None: no bound.
+    max_member: int | None = None
 
     @property
     def known(self) -> bool:
@@ -50,10 +57,10 @@ class Sizing:
 
 def _foreign_link(pod: Pod) -> str | None:
     """The link form a user wrote to name a group (not the label the webhook writes), if any."""
-    for key in c.GROUP_LINK_LABELS:
-        if key != c.POD_GROUP_LABEL and pod.labels.get(key):
+    for key in constants.GROUP_LINK_LABELS:
+        if key != constants.POD_GROUP_LABEL and pod.labels.get(key):
             return f"label {key}"
-    for key in c.GROUP_LINK_ANNOTATIONS:
+    for key in constants.GROUP_LINK_ANNOTATIONS:
         if pod.annotations.get(key):
             return f"annotation {key}"
     return None
@@ -68,26 +75,34 @@ def _owner_of(members: list[Pod]) -> dict[str, Any] | None:
 
 
 def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
-    """What the members say the gang's size is, in the precedence the README documents."""
+    """What the members say the gang's size is, in the precedence docs/user-guide.md documents
+    ("The gang's size")."""
     for pod in members:
         if pod.workload is None:
             continue
         workload, group = pod.workload
-        min_count = store.workloads.get((key.namespace, workload), {}).get(group)
-        if min_count is None:
+        record = store.workload_api.get((key.namespace, workload))
+        min_count = record.min_counts.get(group) if record is not None else None
+        if record is None or min_count is None:
             return Sizing(
                 None, f"Workload {key.namespace}/{workload} (podGroup {group})", workload=pod.workload
             )
-        uid = store.workload_uids.get((key.namespace, workload), "")
         owner = (
-            {"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload", "name": workload, "uid": uid}
-            if uid
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha1",
+                "kind": "Workload",
+                "name": workload,
+                "uid": record.uid,
+            }
+            if record.uid
             else None
         )
         return Sizing(min_count, f"Workload {workload} minCount", owner, pod.workload)
     owner = _owner_of(members)
     explicit = [
-        m for p in members if (m := grouplink.positive_int(p.annotations.get(c.MIN_MEMBER_ANNOTATION)))
+        m
+        for p in members
+        if (m := grouplink.positive_int(p.annotations.get(constants.MIN_MEMBER_ANNOTATION)))
     ]
     explicit += [m for p in members if (m := grouplink.declared_min_available(p.labels))]
     if explicit:
@@ -96,10 +111,15 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     if link is not None:
         # The user named a group by its own link: its size is in that PodGroup, not in one Job.
         return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by {link})")
-    inferred = inferred_min_member(members)
+    live = spec_sizes(members, store.workload_sizes)
+    if live is not None:
+        # The workload's spec as it is now, with its bound: members beyond it (a scale-up seen
+        # before the workload's own update) wait instead of joining one by one.
+        return Sizing(live[0], WORKLOAD_SPEC, owner, max_member=live[1])
+    inferred = inferred_min_member(members)  # the workload is not watched (yet): as written then
     if inferred:
-        return Sizing(inferred, "the workload spec", owner)
-    return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by label {c.POD_GROUP_LABEL})")
+        return Sizing(inferred, WORKLOAD_SPEC, owner)
+    return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by label {constants.POD_GROUP_LABEL})")
 
 
 def waiting_message(sizing: Sizing) -> str:
@@ -110,7 +130,7 @@ def waiting_message(sizing: Sizing) -> str:
         )
     return (
         f"waiting for {sizing.source}: it does not exist yet; create it, or set "
-        f"{c.MIN_MEMBER_ANNOTATION} on the workload. No member starts before the gang's size is known"
+        f"{constants.MIN_MEMBER_ANNOTATION} on the workload. No member starts before the gang's size is known"
     )
 
 
@@ -122,24 +142,27 @@ class PodGroupFactory:
     def manifest(self, key: GangKey, sizing: Sizing) -> dict[str, Any]:
         members = [p for p in self.store.members(key) if not p.terminating]
         assert sizing.min_member is not None
-        spec: dict[str, Any] = {"minMember": sizing.min_member}
-        timeout = member_annotation(members, c.SCHEDULE_TIMEOUT_ANNOTATION)
-        if (
-            sizing.workload is not None
-            and (key.namespace, sizing.workload[0]) in self.store.workload_timeouts
-        ):
-            timeout = str(self.store.workload_timeouts[(key.namespace, sizing.workload[0])])
-        if timeout and timeout.isdigit() and int(timeout) > 0:
-            spec["scheduleTimeoutSeconds"] = int(timeout)
+        timeout = member_annotation(members, constants.SCHEDULE_TIMEOUT_ANNOTATION)
+        workload = (
+            self.store.workload_api.get((key.namespace, sizing.workload[0])) if sizing.workload else None
+        )
+        if workload is not None and workload.timeout_seconds is not None:
+            timeout = str(workload.timeout_seconds)
+        spec = PodGroupSpec(
+            min_member=sizing.min_member,
+            schedule_timeout_seconds=int(timeout)
+            if timeout and timeout.isdigit() and int(timeout) > 0
+            else None,
+        )
         annotations = {MIN_MEMBER_SOURCE: sizing.source}
         # Made again after a deletion: the members admitted under the old one stay admitted.
         previous = self.store.deleted_admissions.get(key)
         if previous is not None:
-            annotations[c.ADMISSION_ANNOTATION] = previous.encode()
+            annotations[constants.ADMISSION_ANNOTATION] = previous.encode()
         metadata: dict[str, Any] = {
             "name": key.name,
             "namespace": key.namespace,
-            "labels": {c.MANAGED_BY_LABEL: c.MANAGED_BY_PHALANX},
+            "labels": {constants.MANAGED_BY_LABEL: constants.MANAGED_BY_PHALANX},
             "annotations": annotations,
         }
         if sizing.owner is not None:
@@ -148,7 +171,7 @@ class PodGroupFactory:
             "apiVersion": PODGROUPS.api_version,
             "kind": PODGROUPS.kind,
             "metadata": metadata,
-            "spec": spec,
+            "spec": spec.to_json(),
         }
 
     def sizing(self, key: GangKey) -> Sizing | None:
@@ -195,20 +218,32 @@ class PodGroupFactory:
         return None
 
     async def _follow_source(self, key: GangKey, record: PodGroupRecord) -> None:
-        """A PodGroup Phalanx made follows its source until a user edits its spec or it admits."""
+        """A PodGroup Phalanx made follows its source until a user applies over it; once admitted, only
+        a workload's spec (scaled) still moves it."""
         if not record.managed or LAST_APPLIED in record.annotations:
             return
-        if c.ADMISSION_ANNOTATION in record.annotations or self.store.assumed_admission(key) is not None:
-            return  # an admitted gang keeps the size it was admitted with
         sizing = declared_size(key, self.store.members(key), self.store)
-        if not sizing.known or sizing.min_member == record.spec.get("minMember"):
+        if not sizing.known:
             return
-        patch = {
-            "metadata": {"annotations": {MIN_MEMBER_SOURCE: sizing.source}},
-            "spec": {"minMember": sizing.min_member},
-        }
-        await self.kube.patch(record.rt, key.namespace, key.name, patch)
-        log.info("podgroup follows its source", extra={"gang": str(key), "minMember": sizing.min_member})
+        spec: dict[str, Any] = {}
+        if sizing.min_member != record.spec.min_member:
+            spec["minMember"] = sizing.min_member
+        from_workload = sizing.source == WORKLOAD_SPEC
+        if from_workload and sizing.max_member != record.spec.max_member:
+            spec["maxMember"] = sizing.max_member  # None removes it: no bound
+        if not spec:
+            return
+        admitted = constants.ADMISSION_ANNOTATION in record.annotations or self.store.assumed_admission(key)
+        if admitted and not from_workload:
+            # An admitted gang keeps the size it was admitted with -- unless its workload was scaled:
+            # then the members it is short of start together, and those beyond its bound wait.
+            return
+        patch = {"metadata": {"annotations": {MIN_MEMBER_SOURCE: sizing.source}}, "spec": spec}
+        patched = await self.kube.patch(record.rt, key.namespace, key.name, patch)
+        # This pass plans with the new size already: members a scale-up added must not slip in one
+        # by one under the old one before the informer delivers the change.
+        self.store.upsert_podgroup(record.rt, patched)
+        log.info("podgroup follows its source", extra={"gang": str(key), **spec})
 
     async def _retire_shadow(self, records: list[PodGroupRecord]) -> None:
         """A user's PodGroup of another kind arrived for a gang Phalanx had made one for: the user's
@@ -226,7 +261,7 @@ class PodGroupFactory:
                     winner.rt,
                     winner.namespace,
                     winner.name,
-                    {"metadata": {"annotations": {c.ADMISSION_ANNOTATION: merged.encode()}}},
+                    {"metadata": {"annotations": {constants.ADMISSION_ANNOTATION: merged.encode()}}},
                 )
                 # Until the informer delivers it, the store assumes it, as after an admission.
                 self.store.assume_admission(winner.key, merged)

@@ -15,7 +15,7 @@ from controller.api.store import Store
 from controller.core.model import Decision, Plan, Preempt, Queue, QueueReport
 from controller.core.queues import QueueTree
 from controller.pipeline.metrics import ControllerMetrics
-from shared import constants as c
+from shared import constants
 from shared.quantities import format_amount
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ def amount_text(resource: str, amount: float) -> str:
 
 
 def desired(
-    report: QueueReport, queue: Queue, problem: str | None, gpu: str = c.GPU_RESOURCE
+    report: QueueReport, queue: Queue, problem: str | None, gpu: str = constants.GPU_RESOURCE
 ) -> dict[str, Any]:
     quota = queue.resources.get(gpu)
     used = amount_text(gpu, report.allocated.get(gpu, 0))

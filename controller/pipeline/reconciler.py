@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core.config import PlannerConfig
-from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Wait
+from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Short, Wait
 from controller.core.planner import plan
 from controller.core.state import is_live
 from controller.pipeline import gangs, status
@@ -25,6 +25,7 @@ from controller.pipeline.bypass import GateBypassDetector
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.executor import Executor
 from controller.pipeline.gangs import GangView
+from controller.pipeline.gcpause import cyclic_gc_paused
 from controller.pipeline.metrics import ControllerMetrics
 from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
 from controller.pipeline.queue_status import QueueStatusWriter
@@ -100,8 +101,9 @@ class Reconciler:
 
         now = self.clock()
         started = time.perf_counter()
-        snapshot, views = gangs.snapshot(self.store, now)
-        the_plan = plan(snapshot, self.planner)
+        with cyclic_gc_paused():
+            snapshot, views = gangs.snapshot(self.store, now, skip_settled=True)
+            the_plan = plan(snapshot, self.planner)
         self.metrics.pass_duration.observe(time.perf_counter() - started)
         decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
 
@@ -271,10 +273,10 @@ class Reconciler:
             wanted = status.desired(view, decision, now)
             if wanted["phase"] in ("Pending", "Failed") and not isinstance(decision, Admit):
                 pending[str(wanted["reason"])] += 1
-            if isinstance(decision, (Wait, Reject)) and not decision_timed_out(decision):
+            if isinstance(decision, (Wait, Short, Reject)) and not decision_timed_out(decision):
                 await self.events.emit(
                     view.podgroup,
-                    "Waiting" if isinstance(decision, Wait) else "Rejected",
+                    "Rejected" if isinstance(decision, Reject) else "Waiting",
                     decision.message,
                     warning=isinstance(decision, Reject),
                     dedupe=decision.reason.value,

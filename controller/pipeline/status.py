@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.core.model import Admit, Decision, Preempt, Reason, Reject, Wait
+from controller.core.model import Admit, Decision, Preempt, Reason, Reject, Short, Wait
 from controller.core.state import is_live
 from controller.pipeline.gangs import DEGRADED_CONDITION, GangView
 
@@ -34,6 +34,25 @@ def counts(view: GangView) -> dict[str, int]:
     }
 
 
+def _admitted_verdict(
+    decision: Decision | None, n: Mapping[str, int], minimum: int, live: bool
+) -> tuple[str, str, str, bool] | None:
+    """The verdict of an admitted gang by how its members fare, or None when none applies."""
+    if n["members"] and n["succeeded"] >= minimum and n["running"] == 0 and n["gated"] == 0:
+        return "Finished", "Finished", f"{n['succeeded']} members succeeded", True
+    if n["running"] + n["succeeded"] >= minimum and n["running"] > 0:
+        return "Running", Reason.ADMITTED.value, f"{n['running']} members running", True
+    if n["failed"] and n["running"] + n["succeeded"] + n["gated"] + n["scheduled"] < minimum:
+        return "Failed", "MembersFailed", f"{n['failed']} members failed", True
+    if n["scheduled"] >= minimum:
+        return "Scheduled", Reason.ADMITTED.value, f"{n['scheduled']} members bound to nodes", True
+    if live:
+        bound = f"{n['scheduled']} of {minimum} members bound"
+        message = decision.message if isinstance(decision, Admit) else bound
+        return "Scheduling", Reason.ADMITTED.value, message, True
+    return None
+
+
 def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) -> tuple[str, str, str, bool]:
     """(phase, reason, message, admitted) for the gang right now."""
     gang = view.gang
@@ -53,23 +72,17 @@ def _verdict(view: GangView, decision: Decision | None, n: Mapping[str, int]) ->
             f"{n['scheduled']} of {minimum} members running since {iso(view.degraded_since)}; "
             "the rest are gone (node drained, pod evicted) and no replacement could be placed"
         )
+        if isinstance(decision, Short):
+            message = f"{message}: {decision.message}"
         return "Running", DEGRADED, message, True
+    if isinstance(decision, Short):
+        # Running (or binding) at its old size; the members a scale-up added wait, gated, together.
+        phase = "Running" if n["running"] else "Scheduling"
+        return phase, decision.reason.value, f"{n['running']} members running; {decision.message}", True
     if admitted and not isinstance(decision, Wait):
-        if n["members"] and n["succeeded"] >= minimum and n["running"] == 0 and n["gated"] == 0:
-            return "Finished", "Finished", f"{n['succeeded']} members succeeded", True
-        if n["running"] + n["succeeded"] >= minimum and n["running"] > 0:
-            return "Running", Reason.ADMITTED.value, f"{n['running']} members running", True
-        if n["failed"] and n["running"] + n["succeeded"] + n["gated"] + n["scheduled"] < minimum:
-            return "Failed", "MembersFailed", f"{n['failed']} members failed", True
-        if n["scheduled"] >= minimum:
-            return "Scheduled", Reason.ADMITTED.value, f"{n['scheduled']} members bound to nodes", True
-        if live:
-            message = (
-                decision.message
-                if isinstance(decision, Admit)
-                else f"{n['scheduled']} of {minimum} members bound"
-            )
-            return "Scheduling", Reason.ADMITTED.value, message, True
+        verdict = _admitted_verdict(decision, n, minimum, live)
+        if verdict is not None:
+            return verdict
     if isinstance(decision, Preempt):
         return "Pending", Reason.PREEMPTING.value, decision.message, False
     if isinstance(decision, Wait):

@@ -92,5 +92,8 @@ class WorkQueue:
                 batch, self._dirty = self._dirty, set()
                 return batch
             self._wake.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that
+            # arrives in the tick the wake-up does, and the reconciler would never stop.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=next_timer)
+                async with asyncio.timeout(next_timer):
+                    await self._wake.wait()

@@ -23,8 +23,8 @@ from controller.pipeline.metrics import ControllerMetrics
 from controller.pipeline.reconciler import REPLAN, Reconciler
 from controller.pipeline.workqueue import WorkQueue
 from controller.runtime.config import ControllerSettings
-from controller.runtime.health import health_app
 from controller.runtime.leader import LeaderElector
+from shared.health import health_app, registry_metrics
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ WATCHED = [
     r.WORKLOADS,
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
+    *r.SIZED_WORKLOAD_TYPES,
 ]
 
 
@@ -152,13 +153,21 @@ class Controller:
         await self.elector.lost.wait()
         raise LeadershipLost("lost leadership")
 
+    def health_app(self) -> web.Application:
+        """``/healthz`` (leadership not lost), ``/readyz`` (informers synced), ``/metrics``."""
+        return health_app(
+            alive=lambda: not self.elector.lost.is_set(),
+            ready=lambda: self.synced,
+            metrics=registry_metrics(self.metrics.registry),
+            not_alive="leadership lost",
+            not_ready="informers not synced",
+        )
+
     async def run(self, health_host: str | None = None, health_port: int | None = None) -> None:
         """Serve health, watch, elect and reconcile until cancelled, or until a task fails or
         leadership is lost (raised as ``LeadershipLost``, inside an ExceptionGroup): every
         long-running task lives in one TaskGroup, so none can die unnoticed."""
-        runner = web.AppRunner(
-            health_app(lambda: self.synced, lambda: not self.elector.lost.is_set(), self.metrics.registry)
-        )
+        runner = web.AppRunner(self.health_app())
         await runner.setup()
         site = web.TCPSite(
             runner, health_host or self.settings.health_bind_address, health_port or self.settings.health_port

@@ -1,4 +1,4 @@
-"""Controller settings: environment (PHALANX_CONTROLLER_*) overridden by command-line flags."""
+"""Controller settings: defaults < environment (PHALANX_CONTROLLER_*) < command-line flags."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+def pod_name_or_hostname() -> str:
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
 class ControllerSettings(BaseSettings):
+    """Phalanx gang controller: admits whole gangs by lifting their pods' scheduling gates."""
+
     model_config = SettingsConfigDict(env_prefix="PHALANX_CONTROLLER_")
 
     kubeconfig: str | None = Field(None, description="kubeconfig path; in-cluster service account when unset")
@@ -22,7 +28,7 @@ class ControllerSettings(BaseSettings):
     )
     lease_name: str = Field("phalanx-controller", description="the leader-election Lease")
     identity: str = Field(
-        default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname(),
+        default_factory=pod_name_or_hostname,
         description="this replica's name in the Lease; unique per replica and kept across restarts "
         "(the pod's name), so a restarted leader takes its own lease back at once",
     )

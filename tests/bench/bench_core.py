@@ -20,7 +20,8 @@ from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 
 3. ``victim_search``: one higher-priority gang of 16 pods × 8 GPUs that fits only by preemption
    (every running pod lower priority, minimum runtime 0): plan() total and the victim search alone.
 
-Timing is ``time.perf_counter`` around ``plan()`` (best and median of a few runs). Writes
+Timing is ``time.perf_counter`` around ``plan()`` (best and median of a few runs), with the cyclic
+garbage collector paused as the controller pauses it for a pass (controller/pipeline/gcpause.py). Writes
 ``out/bench/core.json`` and prints a table. About a minute.
 """
 
@@ -59,6 +60,7 @@ from controller.core.placement import signature
 from controller.core.planner import PlanningPass
 from controller.core.preemption import Preemption
 from controller.core.state import PassState
+from controller.pipeline.gcpause import cyclic_gc_paused
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "bench" / "core.json"
@@ -262,9 +264,10 @@ def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], object]:
     times = []
     result: object = None
     for _ in range(runs):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
+        with cyclic_gc_paused():
+            t0 = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t0)
     return times, result
 
 

@@ -94,7 +94,11 @@ def main() -> int:
                 takeovers.append(admission_pause(cluster, phalanx, f"takeover-{i}", restart=False))
             finally:
                 standby.terminate()
-                standby.wait(10)
+                try:
+                    standby.wait(10)
+                except subprocess.TimeoutExpired:
+                    standby.kill()  # never leave it running against the next cluster on this port
+                    raise RuntimeError(f"standby-{i} did not stop within 10 s of SIGTERM") from None
             phalanx.start_controller()
             cluster.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--wait=false")
     finally:

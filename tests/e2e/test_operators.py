@@ -139,6 +139,13 @@ def test_a_jobset_is_one_gang_owned_by_the_jobset(
 
     replace_one_member(cluster, ns, selector, 4)
 
+    # A JobSet is never re-sized: its own webhook refuses any change to replicatedJobs.
+    scale = [{"op": "replace", "path": "/spec/replicatedJobs/0/replicas", "value": 3}]
+    refused = cluster.kubectl(
+        "patch", "jobset", name, "-n", ns, "--type=json", "-p", json.dumps(scale), check=False
+    )
+    assert refused.returncode != 0 and "immutable" in refused.stderr, refused.stderr
+
 
 def test_a_jobset_kueue_holds_is_warned_about_and_makes_no_pod(
     cluster: LocalCluster, operators: Operators, gang_namespace: str, pool: NodePool
@@ -228,6 +235,55 @@ def test_horovod_mpijob_seed_runs_as_one_gang(
         replace_one_member(cluster, ns, "training.kubeflow.org/job-role=worker", 8)
     finally:
         delete_documents(cluster, docs)
+
+
+def test_an_mpijob_shrunk_while_it_waits_starts_and_grows_whole_when_scaled_up(
+    cluster: LocalCluster, operators: Operators, gang_namespace: str, pool: NodePool
+) -> None:
+    operators.ensure("mpi-operator")
+    ns, name = gang_namespace, "resized"
+    selector = f"training.kubeflow.org/job-name={name}"
+    workers = f"{selector},training.kubeflow.org/job-role=worker"
+
+    def replica(replicas: int, gpus: int) -> dict[str, Any]:
+        return {
+            "replicas": replicas,
+            "template": {"spec": {"nodeSelector": pool.selector, "containers": [_container(gpus)]}},
+        }
+
+    def scale(replicas: int) -> None:
+        patch = [{"op": "replace", "path": "/spec/mpiReplicaSpecs/Worker/replicas", "value": replicas}]
+        cluster.kubectl("patch", "mpijob", name, "-n", ns, "--type=json", "-p", json.dumps(patch))
+
+    mpijob = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {"Launcher": replica(1, 0), "Worker": replica(4, 1)},
+        },
+    }
+    pool.add(1, gpus=3)  # four 1-GPU workers never fit
+    apply(cluster, ns, mpijob)
+    wait_blocked(cluster, ns, selector, name, 5)  # the launcher and 4 workers
+    assert podgroup(cluster, ns, name)["spec"]["minMember"] == 5
+
+    # Shrunk to what fits: mpi-operator deletes workers 2 and 3, the gang follows and starts.
+    scale(2)
+    eventually(lambda: podgroup(cluster, ns, name)["spec"]["minMember"] == 3, 30, what="minMember 3")
+    eventually(lambda: count_bound(cluster, ns, selector) == 3 and len(live(cluster, ns, selector)) == 3, 60)
+    running = {p["metadata"]["uid"] for p in live(cluster, ns, selector)}
+
+    # Scaled up to 4 workers with room for one more: the two new workers start together or not at all.
+    scale(4)
+    eventually(lambda: len(live(cluster, ns, workers)) == 4, 30, what="4 workers")
+    eventually(lambda: podgroup(cluster, ns, name)["spec"]["minMember"] == 5, 30, what="minMember 5")
+    stays(lambda: count_bound(cluster, ns, selector) == 3, 3.0, what="neither new worker alone")
+    assert "2 more members needed to reach 5" in status(cluster, ns, name)["message"]
+    pool.add(1, gpus=1)
+    eventually(lambda: count_bound(cluster, ns, selector) == 5, 60, what="both new workers bound")
+    assert running <= {p["metadata"]["uid"] for p in live(cluster, ns, selector)}, "a running member was lost"
 
 
 # ---- RayCluster: the KAI tutorial's step 6, verbatim ------------------------------------------
@@ -385,10 +441,17 @@ def test_a_raycluster_grows_beyond_min_replicas_as_elastic_members(
     eventually(lambda: count_bound(cluster, ns, selector) == 2, 60, what="head + 1 worker bound")
     assert podgroup(cluster, ns, name)["spec"]["minMember"] == 2
 
+    assert podgroup(cluster, ns, name)["spec"].get("maxMember") == 4  # head + maxReplicas 3
+
     # Scaled up within maxReplicas: the new workers join the running gang as they fit.
     scale = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]
     cluster.kubectl("patch", "raycluster", name, "-n", ns, "--type=json", "-p", json.dumps(scale))
     eventually(lambda: count_bound(cluster, ns, selector) == 4, 60, what="head + 3 workers bound")
+
+    # minReplicas raised: the gang's size follows (head + 3 workers must now run together).
+    raise_min = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/minReplicas", "value": 3}]
+    cluster.kubectl("patch", "raycluster", name, "-n", ns, "--type=json", "-p", json.dumps(raise_min))
+    eventually(lambda: podgroup(cluster, ns, name)["spec"]["minMember"] == 4, 30, what="minMember 4")
 
 
 def test_an_mpijob_launcher_that_waits_for_its_workers_joins_their_running_gang(

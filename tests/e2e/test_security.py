@@ -1,4 +1,5 @@
-"""Tenants who push on the gate, and a controller that may touch only what it must (README "Security").
+"""Tenants who push on the gate, and a controller that may touch only what it must
+(docs/operations.md, "Security").
 
 Tenants are ServiceAccounts bound to the built-in ``edit``/``view`` roles in their namespace, and
 act through impersonation (``kubectl --as``), as the API server authorises them for real.

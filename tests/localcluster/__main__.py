@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--real-node",
         action="store_true",
-        help="also run a real node (kubelet, containerd, kube-proxy); needs root, see README",
+        help="also run a real node (kubelet, containerd, kube-proxy); needs root, see docs/development.md",
     )
     args = parser.parse_args(argv)
     if args.command == "build":

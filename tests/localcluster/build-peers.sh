@@ -26,12 +26,7 @@ NICE="nice -n ${PEERS_NICE:-10}"
 COSCHEDULING_VERSION="${COSCHEDULING_VERSION:-v0.34.7}"
 KUEUE_VERSION="${KUEUE_VERSION:-v0.15.0}"
 VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
-# KAI: exact versions tried (releases under both module paths); see build_kai.
-N=github.com/NVIDIA/KAI-scheduler K=github.com/kai-scheduler/KAI-scheduler
-KAI_CANDIDATES="${KAI_CANDIDATES:-$N@v0.2.0 $N@v0.3.0 $N@v0.4.0 $N@v0.5.0 $N@v0.5.1 $N@v0.6.0 $N@v0.7.0 $N@v0.7.11
-  $N@v0.8.0 $N@v0.8.5 $N@v0.9.0 $N@v0.9.3 $N@v0.10.0 $N@v0.10.1 $K@v0.11.0 $K@v0.12.0 $K@v0.13.0
-  $K@v0.14.0 $K@v0.14.9 $K@v0.15.0 $K@v0.16.0 $K@v0.17.0 $K@v0.17.1 $K@v0.18.0
-  $N@v0.12.17 $N@v0.12.23 $K@v0.14.1 $K@v0.14.6 $K@v0.16.1 $K@v0.18.2}"
+KAI_VERSION="${KAI_VERSION:-v0.12.0}"
 
 say() { printf '[build-peers %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
@@ -149,30 +144,6 @@ build_peer() {
   printf '%s\t%s\n' "$name" "$out"
 }
 
-build_kai() {
-  # Building KAI is not wired in: no exact version's source archive has been served here yet.
-  # This records, per version, what the proxy answered (the host name left out).
-  local v module out blocked="$PEERS_BIN/kai.blocked"
-  # The answers of the last day are reused (KAI_RECHECK=1 asks the proxy again).
-  if [ -z "${KAI_RECHECK:-}" ] && [ -n "$(find "$blocked" -mmin -1440 2>/dev/null)" ]; then
-    say "kai: not runnable here (answers from $(date -r "$blocked" +%F), see $blocked)"
-    printf 'kai\tBLOCKED\n'; return 0
-  fi
-  : >"$blocked.tmp"
-  for v in $KAI_CANDIDATES; do
-    module=${v%@*}; v=${v##*@}
-    out=$(go mod download -json "$module@$v" 2>&1)
-    if ! grep -q '"Error"' <<<"$out"; then
-      echo "$module@$v: source archive served (building KAI is not wired in yet)" >>"$blocked.tmp"
-      continue
-    fi
-    echo "$module@$v: $(grep -m1 -o -E '[0-9]{3} [A-Z][a-zA-Z ]+' <<<"$out") -- $(grep -m1 -o 'server response: [^"]*' <<<"$out" | sed 's/\\n.*//')" >>"$blocked.tmp"
-  done
-  mv "$blocked.tmp" "$blocked"
-  say "kai: not runnable here; per-version answers in $blocked"
-  printf 'kai\tBLOCKED\n'
-}
-
 want=${1:-all}
 if [ "$want" = all ] || [ "$want" = coscheduling ]; then
   # The proxy refuses some k8s.io staging modules at v0.34.7 (403 "This module version is not
@@ -192,5 +163,11 @@ if [ "$want" = all ] || [ "$want" = volcano ]; then
     "config/crd/volcano/bases/*.yaml config/crd/jobflow/bases/*.yaml installer/helm/chart/volcano/config/volcano-scheduler.conf"
 fi
 if [ "$want" = all ] || [ "$want" = kai ]; then
-  build_kai
+  # KAI v0.12.0 is served under its first module path (github.com/NVIDIA/KAI-scheduler); the proxy
+  # refused every other exact version tried (docs/benchmarks.md, Build notes). Its go.mod has no
+  # replace directives; a k8s.io module refused at its pinned version is re-pinned to v0.34.2.
+  rm -f "$PEERS_BIN/kai.blocked"  # what the version probe this replaced recorded
+  build_peer kai github.com/NVIDIA/KAI-scheduler "$KAI_VERSION" \
+    "cmd/scheduler:scheduler cmd/binder:binder cmd/podgroupcontroller:podgroupcontroller cmd/queuecontroller:queuecontroller cmd/admission:admission" "" \
+    "deployments/kai-scheduler/crds/*.yaml deployments/kai-scheduler/templates/priorityclasses/*.yaml" v0.34.2
 fi

@@ -15,6 +15,12 @@ gang: a ``batch/v1`` Job of ``size`` pods plus whatever the system needs beside 
 - ``volcano``: ``vc-scheduler`` with the chart's default configuration and
   ``vc-controller-manager``; a ``scheduling.volcano.sh`` PodGroup in the default queue, pods with
   the annotation ``scheduling.k8s.io/group-name`` and ``schedulerName: volcano``.
+- ``kai`` (NVIDIA KAI-scheduler): its scheduler (the configuration KAI's operator writes for the
+  chart's default SchedulingShard), binder, podgroupcontroller, queuecontroller and admission
+  webhook; a parent and a leaf Queue whose quota is the whole fleet; a ``scheduling.run.ai/v2alpha2``
+  PodGroup (``minMember``) in the leaf queue, pods with the annotation ``pod-group-name``, the
+  label ``kai.scheduler/queue`` and ``schedulerName: kai-scheduler``. KAI's podgrouper is not run:
+  it would give every pod of a ``batch/v1`` Job a PodGroup of its own (see ``KaiSystem``).
 
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
 """
@@ -25,6 +31,7 @@ import base64
 import copy
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -38,12 +45,13 @@ import yaml
 
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
+from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 from tests.localcluster.stages import RUN_FOR_ANNOTATION
 
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
-PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano")
+PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai")
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
@@ -115,6 +123,14 @@ def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
             },
         },
     }
+
+
+def _bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity with a binary suffix (or none) in bytes."""
+    for suffix, power in (("Ki", 1), ("Mi", 2), ("Gi", 3), ("Ti", 4)):
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * 1024**power
+    return int(quantity)
 
 
 def _read_yaml_docs(path: Path) -> list[JSON]:
@@ -500,12 +516,307 @@ class VolcanoSystem(System):
         return [group, body]
 
 
+class KaiSystem(System):
+    """KAI-scheduler v0.12.0 without its operator, each component a local process.
+
+    KAI installs through its operator, which turns the chart's ``Config`` and ``SchedulingShard``
+    into one Deployment per component. Here each component runs as a process with the flags the
+    operator would give it (``pkg/operator/operands/*/resources.go``) except for addresses and the
+    scheduler's and binder's client rates (those of every binder here), and the scheduler reads
+    the configuration the operator writes for the default shard (binpack).
+
+    Left out: the operator itself; the podgrouper (v0.12.0 gives each pod of a ``batch/v1`` Job its
+    own PodGroup of ``minMember`` 1 -- "native k8s batch jobs usually do not require gang
+    scheduling" -- and would rewrite the ``pod-group-name`` annotation of pods that name a
+    PodGroup of their own); node-scale-adjuster, resource reservation and Prometheus (off in the
+    chart's defaults, or only for fractional GPUs); the validating webhooks of the podgroup and
+    queue controllers (both listen on the fixed port 9443 and check only PodGroup subgroups and
+    that a Queue has resources; KAI's ``webhooks.enableValidation: false`` turns them off).
+    """
+
+    SCHEDULER_NAME = "kai-scheduler"
+    NAMESPACE = "kai-scheduler"
+    QUEUE_LABEL = "kai.scheduler/queue"
+    PARENT_QUEUE = "bench-parent"
+    QUEUE = "bench"
+    PRIORITY_CLASS = "train"  # what KAI's podgrouper gives Jobs and bare pods
+    # The podgroupcontroller serves its metrics here whatever its flags say (it does not pass
+    # --metrics-bind-address to its manager, so controller-runtime's default applies).
+    PODGROUPCONTROLLER_METRICS_PORT = 8080
+
+    # What KAI v0.12.0's operator writes to the scheduler's ConfigMap for a shard with the chart's
+    # placementStrategy binpack (pkg/operator/operands/scheduler/resources_for_shard.go).
+    @staticmethod
+    def scheduler_config() -> JSON:
+        names = [
+            "predicates",
+            "proportion",
+            "priority",
+            "nodeavailability",
+            "resourcetype",
+            "podaffinity",
+            "elastic",
+            "kubeflow",
+            "ray",
+            "subgrouporder",
+            "taskorder",
+            "nominatednode",
+            "dynamicresources",
+            "minruntime",
+            "topology",
+            "snapshot",
+            "gpupack",
+        ]
+        plugins: list[JSON] = [{"name": n} for n in names]
+        plugins.append({"name": "nodeplacement", "arguments": {"gpu": "binpack", "cpu": "binpack"}})
+        plugins.append({"name": "gpusharingorder"})
+        return {
+            "actions": "allocate, consolidation, reclaim, preempt, stalegangeviction",
+            "tiers": [{"plugins": plugins}],
+        }
+
+    def up(self) -> None:
+        assert self.bin_dir is not None
+        chart = self.bin_dir / "manifests" / "deployments" / "kai-scheduler"
+        self.apply_files(sorted((chart / "crds").glob("*.yaml")))
+        # The chart's PriorityClasses (train, build, inference...), its namespaces, and the
+        # RuntimeClass that NVIDIA's GPU operator (KAI's prerequisite for GPU pods) creates: KAI's
+        # admission webhook gives every GPU pod runtimeClassName "nvidia".
+        self.apply_files(sorted((chart / "templates" / "priorityclasses").glob("*.yaml")))
+        self.cluster.apply_objects(
+            [
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}
+                for n in (self.NAMESPACE, "kai-resource-reservation")
+            ]
+            + [
+                {
+                    "apiVersion": "node.k8s.io/v1",
+                    "kind": "RuntimeClass",
+                    "metadata": {"name": "nvidia"},
+                    "handler": "nvidia",
+                }
+            ]
+        )
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._check_fixed_port()
+        tmp = self._certificates()
+        admission_health = self._start_admission(tmp)
+        config_path = self.dir / "scheduler-config.yaml"
+        config_path.write_text(yaml.safe_dump(self.scheduler_config()))
+        scheduler_metrics = procs.free_port()
+        common = [f"--scheduler-name={self.SCHEDULER_NAME}"]
+        scheduler = self.spawn(
+            "scheduler",
+            [
+                str(self.bin_dir / "scheduler"),
+                *common,
+                f"--scheduler-conf={config_path}",
+                f"--namespace={self.NAMESPACE}",
+                "--nodepool-label-key=kai.scheduler/node-pool",
+                "--partition-label-value=",
+                "--resource-reservation-app-label=kai-resource-reservation",
+                f"--listen-address=127.0.0.1:{scheduler_metrics}",
+                # Only a port can be given: it listens on every interface.
+                f"--plugin-server-port={procs.free_port()}",
+                f"--qps={SCHEDULER_QPS}",
+                f"--burst={SCHEDULER_BURST}",
+            ],
+            env={"GOGC": "400"},  # as the operator sets it
+        )
+        binder_metrics = procs.free_port()  # it registers no health checks: its metrics tell it serves
+        binder = self.spawn(
+            "binder",
+            [
+                str(self.bin_dir / "binder"),
+                *common,
+                "--resource-reservation-namespace=kai-resource-reservation",
+                "--resource-reservation-service-account=kai-resource-reservation",
+                "--resource-reservation-app-label=kai-resource-reservation",
+                "--scale-adjust-namespace=kai-scale-adjust",
+                f"--health-probe-bind-address=127.0.0.1:{procs.free_port()}",
+                f"--metrics-bind-address=127.0.0.1:{binder_metrics}",
+                "--cdi-enabled=false",
+                # The binder is what binds pods: at the rate every scheduler binds at here.
+                f"--qps={SCHEDULER_QPS}",
+                f"--burst={SCHEDULER_BURST}",
+            ],
+        )
+        podgroups_health = procs.free_port()
+        podgroups = self.spawn(
+            "podgroupcontroller",
+            [
+                str(self.bin_dir / "podgroupcontroller"),
+                *common,
+                f"--health-probe-bind-address=127.0.0.1:{podgroups_health}",
+                "--enable-podgroup-webhook=false",
+            ],
+        )
+        self.spawn(
+            "queuecontroller",
+            [
+                str(self.bin_dir / "queuecontroller"),
+                f"--queue-label-key={self.QUEUE_LABEL}",
+                f"--metrics-listen-address=127.0.0.1:{procs.free_port()}",
+                "--enable-webhook=false",
+            ],
+        )
+        self.wait_http(f"http://127.0.0.1:{admission_health}/readyz", self.processes["admission"])
+        self.wait_http(f"http://127.0.0.1:{binder_metrics}/metrics", binder)
+        self.wait_http(f"http://127.0.0.1:{podgroups_health}/readyz", podgroups)
+        self.wait_http(f"http://127.0.0.1:{scheduler_metrics}/metrics", scheduler)
+        self.cluster.apply_objects(self.queues(self.cluster.config.fleet))
+
+    def _check_fixed_port(self) -> None:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("0.0.0.0", self.PODGROUPCONTROLLER_METRICS_PORT))
+            except OSError as err:
+                raise RuntimeError(
+                    f"kai: the podgroupcontroller needs port {self.PODGROUPCONTROLLER_METRICS_PORT} "
+                    f"(fixed in v0.12.0), which is taken: {err}"
+                ) from err
+
+    def _certificates(self) -> Path:
+        """Loopback certificates from ``certs/`` where controller-runtime looks for them by default
+        (``$TMPDIR/k8s-webhook-server/serving-certs``; the operator mounts its Secret there)."""
+        cert_dir = self.dir / "certs"
+        subprocess.run(
+            [sys.executable, "-m", "certs", "generate", "--out", str(cert_dir), "--ip", "127.0.0.1"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+        tmp = self.dir / "tmp"
+        serving = tmp / "k8s-webhook-server" / "serving-certs"
+        serving.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            shutil.copyfile(cert_dir / name, serving / name)
+        return tmp
+
+    def _start_admission(self, tmp: Path) -> int:
+        """KAI's pod admission webhook, registered by URL on loopback as the operator registers it
+        by Service (pkg/operator/operands/admission/resources.go): returns its health port."""
+        assert self.bin_dir is not None
+        port, health = procs.free_port(), procs.free_port()
+        self.spawn(
+            "admission",
+            [
+                str(self.bin_dir / "admission"),
+                f"--scheduler-name={self.SCHEDULER_NAME}",
+                # Only a port can be given: the webhook listens on every interface.
+                f"--webhook-addr={port}",
+                f"--health-probe-bind-address=127.0.0.1:{health}",
+                f"--metrics-bind-address=127.0.0.1:{procs.free_port()}",
+                "--gpu-pod-runtime-class-name=nvidia",
+            ],
+            env={"TMPDIR": str(tmp)},
+        )
+        ca = base64.b64encode((self.dir / "certs" / "ca.crt").read_bytes()).decode()
+        selector = {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["kube-system", self.NAMESPACE],
+                }
+            ]
+        }
+
+        def hook(path: str, operations: list[str]) -> JSON:
+            return {
+                "name": f"admission.{self.NAMESPACE}.svc",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "namespaceSelector": selector,
+                "failurePolicy": "Fail",
+                "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca},
+                "rules": [
+                    {
+                        "operations": operations,
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+            }
+
+        mutating = hook("/mutate--v1-pod", ["CREATE"])
+        mutating["reinvocationPolicy"] = "IfNeeded"
+        self.cluster.apply_objects(
+            [
+                {
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "MutatingWebhookConfiguration",
+                    "metadata": {"name": "kai-admission"},
+                    "webhooks": [mutating],
+                },
+                {
+                    "apiVersion": "admissionregistration.k8s.io/v1",
+                    "kind": "ValidatingWebhookConfiguration",
+                    "metadata": {"name": "kai-admission"},
+                    "webhooks": [hook("/validate--v1-pod", ["CREATE", "UPDATE"])],
+                },
+            ]
+        )
+        return health
+
+    @classmethod
+    def queues(cls, fleet: FleetSpec) -> list[JSON]:
+        """KAI's two-level queues (only leaf queues take workloads): a parent and a leaf whose
+        quota is the whole fleet, no limit (-1), over-quota weight 1. Units: CPU millicores,
+        memory MB (10^6 bytes), GPUs."""
+        cpu = fleet.gpu_nodes * int(fleet.gpu_node_cpu) + fleet.cpu_nodes * int(fleet.cpu_node_cpu)
+        memory = fleet.gpu_nodes * _bytes(fleet.gpu_node_memory) + fleet.cpu_nodes * _bytes(
+            fleet.cpu_node_memory
+        )
+        resources = {
+            "cpu": {"quota": cpu * 1000, "limit": -1, "overQuotaWeight": 1},
+            "memory": {"quota": memory // 10**6, "limit": -1, "overQuotaWeight": 1},
+            "gpu": {"quota": fleet.total_gpus, "limit": -1, "overQuotaWeight": 1},
+        }
+        return [
+            {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": cls.PARENT_QUEUE},
+                "spec": {"resources": resources},
+            },
+            {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": cls.QUEUE},
+                "spec": {"parentQueue": cls.PARENT_QUEUE, "resources": resources},
+            },
+        ]
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        body = job(namespace, name, size, gpus, run_for)
+        # KAI's consolidation (and reclaim, preempt) evicts running pods by design: it deletes them
+        # and places the pods their controller makes again where it planned. With the template's
+        # backoffLimit 0 each such eviction would fail the Job; KAI's Jobs keep Kubernetes' default
+        # (6), as KAI's own batch example (docs/batch/batch-job.yaml) does.
+        del body["spec"]["backoffLimit"]
+        template = body["spec"]["template"]
+        template["metadata"]["labels"][self.QUEUE_LABEL] = self.QUEUE
+        template["metadata"]["annotations"]["pod-group-name"] = name
+        template["spec"]["schedulerName"] = self.SCHEDULER_NAME
+        group = {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace, "labels": {self.QUEUE_LABEL: self.QUEUE}},
+            "spec": {"minMember": size, "queue": self.QUEUE, "priorityClassName": self.PRIORITY_CLASS},
+        }
+        return [group, body]
+
+
 SYSTEMS: dict[str, type[System]] = {
     "phalanx": PhalanxSystem,
     "phalanx-reserve": PhalanxReservingSystem,
     "coscheduling": CoschedulingSystem,
     "kueue": KueueSystem,
     "volcano": VolcanoSystem,
+    "kai": KaiSystem,
 }
 
 

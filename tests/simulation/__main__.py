@@ -19,6 +19,7 @@ from dataclasses import replace
 from controller.core.config import PlannerConfig
 from tests.simulation.cluster import ClusterSpec
 from tests.simulation.compare import DEFAULT_POLICIES, compare
+from tests.simulation.engine import Progress, RunResult
 from tests.simulation.policies import POLICIES
 from tests.simulation.trace import MIXES, Workload, load_trace, synthetic
 
@@ -67,12 +68,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    spec = ClusterSpec(args.nodes, args.gpus_per_node, args.rack_size, args.racks_per_zone)
-    workload: Workload
+def workload_of(args: argparse.Namespace, spec: ClusterSpec) -> Workload:
     if args.trace:
-        workload = load_trace(
+        return load_trace(
             args.trace,
             args.start,
             args.days,
@@ -81,17 +79,19 @@ def main(argv: list[str] | None = None) -> int:
             high_priority=args.high_priority,
             seed=args.seed,
         )
-    else:
-        workload = synthetic(
-            args.synthetic,
-            args.seed,
-            spec.total_gpus,
-            load=args.load,
-            mix=args.mix,
-            mean_duration=args.mean_duration,
-            priority_fraction=args.high_priority_fraction,
-            high_priority=args.high_priority,
-        )
+    return synthetic(
+        args.synthetic,
+        args.seed,
+        spec.total_gpus,
+        load=args.load,
+        mix=args.mix,
+        mean_duration=args.mean_duration,
+        priority_fraction=args.high_priority_fraction,
+        high_priority=args.high_priority,
+    )
+
+
+def config_of(args: argparse.Namespace) -> PlannerConfig:
     config = PlannerConfig(
         default_schedule_timeout=args.schedule_timeout,
         preemption=not args.no_preemption,
@@ -99,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.min_runtime is not None:
         config = replace(config, preemption_min_runtime_seconds=args.min_runtime)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    name = args.name or args.out.rstrip("/").rsplit("/", 1)[-1]
-    started = time.perf_counter()
+    return config
+
+
+def progress_printer() -> Progress:
+    """Progress lines on stderr: simulated time, jobs done, queue, cycles, jobs/s since the start."""
     first_seen: dict[str, float] = {}
 
     def progress(policy: str, t: float, done: int, total: int, queue: int, cycles: int) -> None:
@@ -115,6 +117,31 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
+    return progress
+
+
+def print_speed(result: RunResult) -> None:
+    rate = len(result.runs) / result.wall_seconds if result.wall_seconds > 0 else 0.0
+    extra = ""
+    if "plan_seconds" in result.policy_stats:
+        extra = (
+            f", {result.policy_stats['plan_calls']} plan() calls, "
+            f"{result.policy_stats['plan_seconds']:.1f}s in plan(), "
+            f"{result.policy_stats['snapshot_seconds']:.1f}s building snapshots"
+        )
+    print(
+        f"{result.policy}: {result.wall_seconds:.1f}s wall, {rate:.0f} simulated jobs/s, "
+        f"{result.cycles} cycles{extra}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    spec = ClusterSpec(args.nodes, args.gpus_per_node, args.rack_size, args.racks_per_zone)
+    workload = workload_of(args, spec)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    name = args.name or args.out.rstrip("/").rsplit("/", 1)[-1]
+    started = time.perf_counter()
     if not args.quiet:
         print(
             f"{len(workload.jobs)} jobs ({workload.source}), {spec.nodes} nodes × {spec.gpus_per_node} GPUs, "
@@ -125,13 +152,12 @@ def main(argv: list[str] | None = None) -> int:
         workload,
         spec,
         policies,
-        config,
+        config_of(args),
         period=args.period,
         name=name,
         every_tick=args.every_tick,
-        progress=None if args.quiet else progress,
+        progress=None if args.quiet else progress_printer(),
     )
-    runs = comparison.results
     json_path, png_path = comparison.write(args.out)
     elapsed = time.perf_counter() - started
     setup = comparison.setup()
@@ -141,19 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(comparison.table())
     print()
-    for result in runs:
-        rate = len(result.runs) / result.wall_seconds if result.wall_seconds > 0 else 0.0
-        extra = ""
-        if "plan_seconds" in result.policy_stats:
-            extra = (
-                f", {result.policy_stats['plan_calls']} plan() calls, "
-                f"{result.policy_stats['plan_seconds']:.1f}s in plan(), "
-                f"{result.policy_stats['snapshot_seconds']:.1f}s building snapshots"
-            )
-        print(
-            f"{result.policy}: {result.wall_seconds:.1f}s wall, {rate:.0f} simulated jobs/s, "
-            f"{result.cycles} cycles{extra}"
-        )
+    for result in comparison.results:
+        print_speed(result)
     problems = {n: m["bounds"] for n, m in comparison.summaries.items() if m["bounds"]}
     for policy, found in problems.items():
         print(f"BOUND VIOLATED ({policy}): {'; '.join(found)}")

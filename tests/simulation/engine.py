@@ -344,41 +344,45 @@ class Engine:
             if kind != CYCLE:
                 self._events -= 1
                 self._last_event = t
-            if kind == COMPLETION:
-                run = self.runs[payload]
-                if self._epochs.pop(seq) != run.epoch:
-                    continue  # the run it was for was evicted
-                self._complete(run)
-                self.policy.on_complete(run, t)
-                self.request_cycle(t)
-            elif kind == ARRIVAL:
-                run = self.runs[payload]
-                self.queued += 1
-                self.policy.on_arrival(run, t)
-                self.request_cycle(t)
-            else:
-                conditions = self._scheduled.pop(payload)
-                if conditions is not None and not any(still() for still in conditions):
-                    self.skipped_wakes += 1
-                    continue
-                self._last_tick = payload
-                self.cycles += 1
-                self.policy.cycle(t)
-                if (
-                    self.every_tick
-                    and self.queued > 0
-                    and (self._events or t < self._last_event + IDLE_HORIZON)
-                ):
-                    self._request_tick(payload + 1)
+            if not self._handle(t, kind, seq, payload):
+                continue  # nothing happened: a stale completion, a wake-up no longer needed
             self.timeline.add(t, self.queued, self.allocated, self.partial_gpus)
-            if self.progress is not None and self.cycles % 64 == 0:
-                now_wall = time.perf_counter()
-                if now_wall >= next_report:
-                    next_report = now_wall + self.progress_every
-                    self.progress(self.policy.name, t, self.done, len(self.runs), self.queued, self.cycles)
+            if self.progress is not None and self.cycles % 64 == 0 and time.perf_counter() >= next_report:
+                next_report = time.perf_counter() + self.progress_every
+                self.progress(self.policy.name, t, self.done, len(self.runs), self.queued, self.cycles)
         if self.progress is not None:
             self.progress(self.policy.name, self.now, self.done, len(self.runs), self.queued, self.cycles)
         self._advance(self.now)
+        return self._result(first, time.perf_counter() - wall)
+
+    def _handle(self, t: float, kind: int, seq: int, payload: int) -> bool:
+        """Carry out one event. Did it happen (a completion of an evicted run, or a conditional
+        cycle whose conditions no longer hold, does not)?"""
+        if kind == COMPLETION:
+            run = self.runs[payload]
+            if self._epochs.pop(seq) != run.epoch:
+                return False  # the run it was for was evicted
+            self._complete(run)
+            self.policy.on_complete(run, t)
+            self.request_cycle(t)
+        elif kind == ARRIVAL:
+            run = self.runs[payload]
+            self.queued += 1
+            self.policy.on_arrival(run, t)
+            self.request_cycle(t)
+        else:
+            conditions = self._scheduled.pop(payload)
+            if conditions is not None and not any(still() for still in conditions):
+                self.skipped_wakes += 1
+                return False
+            self._last_tick = payload
+            self.cycles += 1
+            self.policy.cycle(t)
+            if self.every_tick and self.queued > 0 and (self._events or t < self._last_event + IDLE_HORIZON):
+                self._request_tick(payload + 1)
+        return True
+
+    def _result(self, first: float, wall_seconds: float) -> RunResult:
         return RunResult(
             policy=self.policy.name,
             spec=self.spec,
@@ -392,7 +396,7 @@ class Engine:
             queue_job_seconds=self._queue_area,
             preemptions=self.preemptions,
             cycles=self.cycles,
-            wall_seconds=time.perf_counter() - wall,
+            wall_seconds=wall_seconds,
             policy_stats=self.policy.stats(),
             window_seconds=self.window,
             window_alloc_gpu_seconds=self._window_alloc,

@@ -32,10 +32,24 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from controller.core.config import PlannerConfig
-from controller.core.model import Admit, Gang, GangKey, Node, Pod, Preempt, Reason, Reject, Snapshot, Wait
+from controller.core.model import (
+    Admit,
+    Gang,
+    GangKey,
+    Node,
+    Plan,
+    Pod,
+    Preempt,
+    Reason,
+    Reject,
+    Snapshot,
+    Wait,
+)
+from controller.core.ordering import gang_order
 from controller.core.planner import plan
 from shared.constants import GPU_RESOURCE
 from tests.simulation.engine import Engine, Policy, Run
+from tests.simulation.pruning import FIRST_PREFIX, PassOrder, pod_bounds
 
 HOLD_SECONDS = 300.0  # the controller drops a preemptor's held room after this long (reconciler)
 
@@ -52,15 +66,28 @@ class PhalanxPolicy:
     - when every job has the same priority, running gangs are left out of ``Snapshot.gangs`` (their
       pods stay in ``Snapshot.pods``, so their room is counted): the core reads running gangs'
       records only to find preemption victims, and preemption needs a higher priority.
-      ``all_gangs=True`` keeps them (a test checks both give the same result).
+      ``all_gangs=True`` keeps them (a test checks both give the same result);
+    - where ``tests/simulation/pruning.py`` proves that a pending gang would wait and touch nothing,
+      it is left out of the pass (no plan() call at all when that is every gang). ``prune=False``
+      plans every pending gang at every pass (a test checks both give the same result).
     """
 
     def __init__(
-        self, config: PlannerConfig | None = None, name: str = "phalanx", all_gangs: bool = False
+        self,
+        config: PlannerConfig | None = None,
+        name: str = "phalanx",
+        all_gangs: bool = False,
+        prune: bool = True,
     ) -> None:
         self.name = name
         self.config = config or PlannerConfig()
         self.all_gangs = all_gangs
+        self.prune = prune
+        self.order = PassOrder()  # pending gangs in the core's pass order (for pruning)
+        self.holding: set[int] = set()  # pending runs with room held by a preemption
+        self._running_pods: tuple[Pod, ...] | None = None  # members of running gangs (cached)
+        self.left_out = 0  # pending gangs pruning left out of passes, summed over passes
+        self.longer_passes = 0  # passes planned again with a longer prefix
         self.engine: Engine | None = None
         self.pending: dict[int, Gang] = {}  # run index -> gang record, not admitted
         self.running: dict[int, Gang] = {}  # run index -> gang record, admitted and bound
@@ -118,7 +145,8 @@ class PhalanxPolicy:
         )
         self.members[run.index] = members
         self.running.pop(run.index, None)
-        self.pending[run.index] = Gang(
+        self._running_pods = None
+        gang = Gang(
             key=key,
             min_member=run.shape.pods,
             members=members,
@@ -126,26 +154,29 @@ class PhalanxPolicy:
             created=job.submit,
             waiting_since=now,  # a victim waits again from its eviction, as status.scheduleStartTime says
         )
+        self.pending[run.index] = gang
+        self.order.add(gang_order(gang), run.index, run.shape.pods, run.shape.per_pod)
         self.by_key[key] = run
 
     def on_arrival(self, run: Run, now: float) -> None:
         engine = self.engine
         assert engine is not None
         self._pending(run, now)
-        cfg = self.config
+        config = self.config
 
         def waiting() -> bool:
             return run.index in self.pending
 
-        if cfg.starvation_age_seconds is not None:
-            engine.wake_after(run.job.submit + cfg.starvation_age_seconds, waiting)
-        if cfg.default_schedule_timeout is not None:
-            engine.wake_after(run.job.submit + cfg.default_schedule_timeout, waiting)
+        if config.starvation_age_seconds is not None:
+            engine.wake_after(run.job.submit + config.starvation_age_seconds, waiting)
+        if config.default_schedule_timeout is not None:
+            engine.wake_after(run.job.submit + config.default_schedule_timeout, waiting)
 
     def on_complete(self, run: Run, now: float) -> None:
         del self.running[run.index]
         del self.members[run.index]
         del self.by_key[self._key(run)]
+        self._running_pods = None
 
     # ---- a cycle -------------------------------------------------------------------------------
 
@@ -164,27 +195,108 @@ class PhalanxPolicy:
             opted_in_namespaces=self.namespaces,
         )
 
+    def prunable(self) -> bool:
+        """Do the conditions of ``tests/simulation/pruning.py`` hold for this replay?"""
+        config = self.config
+        return (
+            self.prune
+            and not self.all_gangs  # one priority: no preemption, no held room (and no queues)
+            and config.default_schedule_timeout is None
+            and config.starvation_age_seconds is None
+        )
+
     def cycle(self, now: float) -> None:
         engine = self.engine
         assert engine is not None
-        if self._reserved_nodes:  # idle GPUs on nodes reserved by the last pass, until now
+        if self._reserved_nodes:  # idle GPUs on reserved nodes × time since the last pass
             self.reserved_idle_gpu_seconds += self._reserved_free * (now - self._last_cycle)
             self._reserved_nodes = ()
         if not self.pending:
             return
-        t0 = self.clock()
-        snap = self.snapshot(now)
-        t1 = self.clock()
-        result = plan(snap, self.config)
-        self.plan_seconds += self.clock() - t1
-        self.snapshot_seconds += t1 - t0
-        self.planned += 1
         self.max_pending = max(self.max_pending, len(self.pending))
-        # A next pass can only decide differently if this one changed the cluster *and* the
-        # outcome is not a fixed point: an admit-only pass is (every gang that waited failed on
-        # more room than the next pass starts with, and a single-shape gang's fit is monotone in
-        # the room), a pass with a preemption or a starvation reservation is not (reservations
-        # are recomputed from the new free room; a preemptor is admitted on the held room).
+        result = self._plan_pruned(now) if self.prunable() else self._plan(self._full_snapshot(now))
+        changed = result is not None and self._apply(result, now)
+        if self._release_stale_holds(now) or changed:
+            engine.changed()
+        self._last_cycle = now
+        self._reserved_free = sum(engine.free.free[i] for i in set(self._reserved_nodes))
+
+    def _full_snapshot(self, now: float) -> Snapshot:
+        started = self.clock()
+        snapshot = self.snapshot(now)
+        self.snapshot_seconds += self.clock() - started
+        return snapshot
+
+    def _plan(self, snapshot: Snapshot) -> Plan:
+        started = self.clock()
+        result = plan(snapshot, self.config)
+        self.plan_seconds += self.clock() - started
+        self.planned += 1
+        return result
+
+    def _plan_pruned(self, now: float) -> Plan | None:
+        """The plan of the gangs the pass must see (None: every gang would wait, untouched)."""
+        engine = self.engine
+        assert engine is not None
+        free = engine.free
+        bound = pod_bounds([len(nodes) for nodes in free.buckets])
+        count = FIRST_PREFIX + free.total_free  # each Admit takes at least one free GPU
+        while True:
+            chosen, rest = self.order.first_live(bound, count)
+            if not chosen:
+                self.left_out += len(self.pending)
+                return None
+            result = self._plan(self._snapshot_of(now, chosen))
+            if rest == len(self.order) or self.order.all_wait_from(rest, self._bound_after(result)):
+                self.left_out += len(self.pending) - len(chosen)
+                return result
+            count *= 4  # a later gang might start: plan a longer prefix of the same pass
+            self.longer_passes += 1
+
+    def _bound_after(self, result: Plan) -> list[int]:
+        """``pod_bounds`` of the free GPUs the Admits of ``result`` would leave."""
+        engine = self.engine
+        assert engine is not None
+        free = engine.free
+        left: dict[int, int] = {}
+        for decision in result.decisions:
+            if isinstance(decision, Admit):
+                per_pod = self.by_key[decision.gang].shape.per_pod
+                for node in decision.booked.values():
+                    i = self.node_index[node]
+                    left[i] = left.get(i, free.free[i]) - per_pod
+        counts = [len(nodes) for nodes in free.buckets]
+        for i, gpus in left.items():
+            counts[free.free[i]] -= 1
+            counts[gpus] += 1
+        return pod_bounds(counts)
+
+    def _snapshot_of(self, now: float, chosen: list[int]) -> Snapshot:
+        """The snapshot of a pruned pass: every pod that holds room, the chosen pending gangs."""
+        started = self.clock()
+        if self._running_pods is None:
+            self._running_pods = tuple(p for index in self.running for p in self.members[index])
+        pods = list(self._running_pods)
+        for index in chosen:
+            pods.extend(self.members[index])
+        snapshot = Snapshot(
+            nodes=self.nodes,
+            pods=tuple(pods),
+            gangs=tuple(self.pending[index] for index in chosen),
+            now=now,
+            opted_in_namespaces=self.namespaces,
+        )
+        self.snapshot_seconds += self.clock() - started
+        return snapshot
+
+    def _apply(self, result: Plan, now: float) -> bool:
+        """Carry out the plan. Does the next pass need to run even if nothing else happens?
+
+        A next pass can only decide differently if this one changed the cluster *and* the outcome
+        is not a fixed point: an admit-only pass is (every gang that waited failed on more room than
+        the next pass starts with, and a single-shape gang's fit is monotone in the room), a pass
+        with a preemption or a starvation reservation is not (reservations are recomputed from the
+        new free room; a preemptor is admitted on the held room)."""
         admitted = preempted = reserved = False
         for decision in result.decisions:
             kind = type(decision).__name__
@@ -197,28 +309,33 @@ class PhalanxPolicy:
                 preempted = True
             elif isinstance(decision, Wait):
                 kind = f"Wait/{decision.reason.value}"
-                if decision.reserved_nodes or decision.reason == Reason.BLOCKED_BY_RESERVATION:
-                    reserved = True
-                if decision.reserved_nodes:
-                    self._reserved_nodes += tuple(self.node_index[n] for n in decision.reserved_nodes)
-                    if run.index not in self.reserved_since:
-                        self.reserved_since[run.index] = now
-                if decision.timed_out and not run.timed_out:
-                    run.timed_out = True
-                    self.timeouts += 1
+                reserved = self._waits(run, decision, now) or reserved
             elif isinstance(decision, Reject):  # pragma: no cover - the simulation makes valid gangs
                 raise AssertionError(f"{decision.gang}: rejected: {decision.message}")
             self.decisions[kind] = self.decisions.get(kind, 0) + 1
-        # The controller forgets a preemptor's held room once it is stale.
+        return preempted or (admitted and reserved)
+
+    def _waits(self, run: Run, decision: Wait, now: float) -> bool:
+        """Record a Wait (reservation, timeout). Does it involve a starvation reservation?"""
+        if decision.reserved_nodes:
+            self._reserved_nodes += tuple(self.node_index[n] for n in decision.reserved_nodes)
+            if run.index not in self.reserved_since:
+                self.reserved_since[run.index] = now
+        if decision.timed_out and not run.timed_out:
+            run.timed_out = True
+            self.timeouts += 1
+        return bool(decision.reserved_nodes) or decision.reason == Reason.BLOCKED_BY_RESERVATION
+
+    def _release_stale_holds(self, now: float) -> bool:
+        """The controller forgets a preemptor's held room once it is stale. Any forgotten?"""
         released = False
-        for index, gang in list(self.pending.items()):
-            if gang.held and gang.held_since is not None and now - gang.held_since > HOLD_SECONDS:
+        for index in sorted(self.holding):
+            gang = self.pending[index]
+            if gang.held_since is not None and now - gang.held_since > HOLD_SECONDS:
                 self.pending[index] = replace(gang, held={}, held_since=None)
+                self.holding.discard(index)
                 released = True
-        if preempted or released or (admitted and reserved):
-            engine.changed()
-        self._last_cycle = now
-        self._reserved_free = sum(engine.free.free[i] for i in set(self._reserved_nodes))
+        return released
 
     def _admit(self, run: Run, decision: Admit, now: float) -> None:
         engine = self.engine
@@ -226,6 +343,9 @@ class PhalanxPolicy:
         gang = self.pending.pop(run.index, None)
         if gang is None:
             raise AssertionError(f"{decision.gang}: admitted twice (the simulation creates no new members)")
+        self.order.remove(gang_order(gang), run.index)
+        self.holding.discard(run.index)
+        self._running_pods = None
         members = self.members[run.index]
         if len(decision.placement) != len(members):
             raise AssertionError(f"{gang.key}: {len(decision.placement)} of {len(members)} members admitted")
@@ -248,11 +368,11 @@ class PhalanxPolicy:
             held={},
             held_since=None,
         )
-        cfg = self.config
-        if cfg.preemption and len(self.priorities) > 1:
+        config = self.config
+        if config.preemption and len(self.priorities) > 1:
             epoch = run.epoch
             engine.wake_at(
-                now + cfg.preemption_min_runtime_seconds,
+                now + config.preemption_min_runtime_seconds,
                 lambda: run.running and run.epoch == epoch and bool(self.pending),
             )
 
@@ -273,11 +393,14 @@ class PhalanxPolicy:
         self.pending[run.index] = replace(
             self.pending[run.index], held=dict(decision.placement), held_since=now
         )
+        self.holding.add(run.index)
         engine.wake_after(now + HOLD_SECONDS, lambda: bool(self.pending.get(run.index, _NO_GANG).held))
 
     def stats(self) -> dict[str, float | int]:
         out: dict[str, float | int] = {
             "plan_calls": self.planned,
+            "gangs_left_out": self.left_out,
+            "longer_passes": self.longer_passes,
             "plan_seconds": round(self.plan_seconds, 3),
             "snapshot_seconds": round(self.snapshot_seconds, 3),
             "max_pending_gangs": self.max_pending,
@@ -519,12 +642,14 @@ class SjfOracle(_AllOrNothing):
 
 POLICIES: dict[str, Callable[[PlannerConfig], Policy]] = {
     "phalanx": PhalanxPolicy,
+    # The same, with every pending gang in every pass (no pruning): slow, and decides the same.
+    "phalanx-full": lambda config: PhalanxPolicy(config, name="phalanx-full", prune=False),
     # The same core with starvation reservations after 30 minutes of waiting (off by default).
-    "phalanx-reserve-30m": lambda cfg: PhalanxPolicy(
-        replace(cfg, starvation_age_seconds=1800.0), name="phalanx-reserve-30m"
+    "phalanx-reserve-30m": lambda config: PhalanxPolicy(
+        replace(config, starvation_age_seconds=1800.0), name="phalanx-reserve-30m"
     ),
-    "greedy-per-pod": lambda cfg: GreedyPerPod(),
-    "summed-quota": lambda cfg: SummedQuota(),
-    "fifo-no-backfill": lambda cfg: FifoNoBackfill(),
-    "sjf-oracle": lambda cfg: SjfOracle(),
+    "greedy-per-pod": lambda config: GreedyPerPod(),
+    "summed-quota": lambda config: SummedQuota(),
+    "fifo-no-backfill": lambda config: FifoNoBackfill(),
+    "sjf-oracle": lambda config: SjfOracle(),
 }

@@ -92,21 +92,13 @@ def parse_time(text: str) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def load_trace(
-    path: str | Path,
-    start: str | None = None,
-    days: float | None = None,
-    limit: int | None = None,
-    priority_fraction: float = 0.0,
-    high_priority: int = 100,
-    seed: int = 0,
-) -> Workload:
-    """Jobs submitted in [start, start + days) (the whole trace when `start` is None), sorted.
+Row = tuple[datetime, int, float, int, str]  # submitted, row number, duration, GPUs, cluster
 
-    `priority_fraction` of the jobs (drawn with `seed`, the same jobs whatever the policy) get
-    `high_priority`; the trace itself has no priorities. `limit` keeps the first jobs only.
-    """
-    rows: list[tuple[datetime, int, float, int, str]] = []
+
+def read_rows(path: str | Path) -> tuple[list[Row], int]:
+    """The usable rows of the CSV (unsorted), and how many were not (malformed, zero GPUs or
+    duration)."""
+    rows: list[Row] = []
     skipped = 0
     with Path(path).open(newline="") as f:
         for n, row in enumerate(csv.DictReader(f)):
@@ -121,6 +113,24 @@ def load_trace(
                 skipped += 1
                 continue
             rows.append((submitted, n, duration, gpus, (row.get("cluster") or "default").strip()))
+    return rows, skipped
+
+
+def load_trace(
+    path: str | Path,
+    start: str | None = None,
+    days: float | None = None,
+    limit: int | None = None,
+    priority_fraction: float = 0.0,
+    high_priority: int = 100,
+    seed: int = 0,
+) -> Workload:
+    """Jobs submitted in [start, start + days) (the whole trace when `start` is None), sorted.
+
+    `priority_fraction` of the jobs (drawn with `seed`, the same jobs whatever the policy) get
+    `high_priority`; the trace itself has no priorities. `limit` keeps the first jobs only.
+    """
+    rows, skipped = read_rows(path)
     if not rows:
         raise ValueError(f"{path}: no usable job")
     rows.sort(key=lambda r: (r[0], r[1]))

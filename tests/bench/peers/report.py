@@ -85,7 +85,7 @@ def _cell(value: float | None) -> str:
 
 def table(title: str, results: dict[str, dict[str, Any]], metrics: tuple[Metric, ...]) -> str:
     """A Markdown table: one row per metric, one column per system, then Phalanx ÷ best peer."""
-    order = {name: i for i, name in enumerate(("phalanx", "coscheduling", "kueue", "volcano"))}
+    order = {name: i for i, name in enumerate(("phalanx", "coscheduling", "kueue", "volcano", "kai"))}
     systems = sorted(results, key=lambda s: (order.get(s, len(order)), s))
     peers = [s for s in systems if not s.startswith("phalanx")]  # phalanx-* are Phalanx variants
     header = ["metric", *systems, "Phalanx ÷ best peer"]

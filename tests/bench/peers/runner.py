@@ -157,18 +157,18 @@ async def submit(kube: KubeClient, system: System, arrival: Arrival, gangs: dict
 
 
 def _done(scenario: Scenario, gangs: dict[str, GangRecord], seen: Watched, now: float) -> bool:
-    if len(gangs) < len(scenario.arrivals):
-        return False
+    # Every gang gets its pods before any is judged: the figures are summarized from these lists
+    # after the last call, and a gang that never completes must not hide the ones after it.
     by_gang: dict[str, list[PodRecord]] = {}
     for pod in seen.pods.values():
         by_gang.setdefault(pod.gang, []).append(pod)
     for gang in gangs.values():
         gang.pods = by_gang.get(gang.name, [])
-        if scenario.until == "placed" and gang.all_bound_at(now) is None:
-            return False
-        if scenario.until == "completed" and not gang.completed():
-            return False
-    return True
+    if len(gangs) < len(scenario.arrivals):
+        return False
+    if scenario.until == "placed":
+        return all(gang.all_bound_at(now) is not None for gang in gangs.values())
+    return all(gang.completed() for gang in gangs.values())
 
 
 async def drive(cluster: LocalCluster, system: System, scenario: Scenario) -> dict[str, Any]:
@@ -210,6 +210,10 @@ async def drive(cluster: LocalCluster, system: System, scenario: Scenario) -> di
     records = list(gangs.values())
     figures: dict[str, Any] = dict(summarize(records, start, end, scenario.fleet.total_gpus))
     figures["timed_out"] = timed_out
+    # Members that held a node and ended without succeeding: evicted (and made again by their Job).
+    figures["pods_ended_unsucceeded"] = sum(
+        1 for p in seen.pods.values() if p.bound is not None and p.finished is not None and not p.succeeded
+    )
     figures["watched_s"] = round(end - start, 2)
     if scenario.focus and scenario.focus in gangs:
         focus = gangs[scenario.focus]

@@ -7,45 +7,11 @@ import pytest
 from controller.api import resources as r
 from controller.api.resources import JOBS
 from controller.cli import audit, report, targets
-from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES, ClusterState, controller_settings, load
-from controller.core.config import PlannerConfig
+from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES, controller_settings
 from controller.core.model import GangKey
 from shared import constants as c
-from tests.component.controller.fake_kube import FakeKube
-from tests.component.controller.harness import NS, T0, FakeClock, gang, namespace, node, pod, podgroup
-
-CONFIG = PlannerConfig(preemption_min_runtime_seconds=0.0)
-RUNNING_JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "small", "uid": "small-uid"}
-BIG_JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "big", "uid": "big-uid"}
-
-
-def eight_on_five_free() -> FakeKube:
-    """One 8-GPU node; a running 3-pod gang; an 8-pod gang waiting, whose PodGroup is not made yet."""
-    clock = FakeClock(T0 - 600)
-    kube = FakeKube(clock)
-    kube.seed(r.NODES, node("gpu-0", gpus=8))
-    kube.seed(r.NAMESPACES, namespace(NS))
-    for i in range(3):
-        kube.seed(
-            r.PODS,
-            pod(
-                f"small-{i}",
-                "small",
-                gates=(),
-                owner=RUNNING_JOB,
-                min_member=3,
-                node_name="gpu-0",
-                phase="Running",
-            ),
-        )
-    kube.seed(r.PODGROUPS, podgroup("small", min_member=3))  # made by the controller when it was gated
-    clock.advance(300)  # the big gang came later: it is behind the running one in the order
-    kube.seed(r.PODS, *gang(8, "big", owner=BIG_JOB))
-    return kube
-
-
-async def state_of(kube: FakeKube) -> ClusterState:
-    return await load(kube, T0, config=CONFIG)
+from tests.component.cli.scenario import eight_on_five_free, job, state_of
+from tests.component.controller.harness import NS, gang, namespace, pod
 
 
 async def test_explain_rebuilds_the_controllers_gang_and_names_what_would_start_it() -> None:
@@ -91,27 +57,6 @@ async def test_unknown_targets_are_refused() -> None:
         targets.resolve(state, NS, "job/nothing")
     with pytest.raises(targets.TargetError):
         targets.resolve(state, NS, "big")
-
-
-def job(name: str, parallelism: int, gpus: int = 1, **spec: object) -> dict[str, object]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": "plain", "uid": f"{name}-uid"},
-        "spec": {
-            "parallelism": parallelism,
-            "completions": parallelism,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "m", "image": "x", "resources": {"limits": {c.GPU_RESOURCE: str(gpus)}}}
-                    ],
-                }
-            },
-            **spec,
-        },
-    }
 
 
 async def test_audit_dry_runs_the_webhook_and_the_planner_on_existing_workloads() -> None:

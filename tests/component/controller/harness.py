@@ -41,6 +41,7 @@ ALL_TYPES = (
     r.WORKLOADS,
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
+    *r.SIZED_WORKLOAD_TYPES,
 )
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
 
@@ -129,6 +130,16 @@ def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) ->
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": ns, **meta},
         "spec": {"minMember": min_member},
+    }
+
+
+def job(name: str = "train", parallelism: int = 5, uid: str = "job-uid") -> JSON:
+    """The Job the pods of ``pod()`` and ``gang()`` name as their owner (JOB)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS, "uid": uid},
+        "spec": {"parallelism": parallelism, "completions": parallelism},
     }
 
 

@@ -1,4 +1,5 @@
-"""Reconciler + executor end to end, in-process, against the FakeKube (the component tier, README "Tests")."""
+"""Reconciler + executor end to end, in-process, against the FakeKube (the component tier,
+docs/development.md "Tests")."""
 
 from __future__ import annotations
 

@@ -14,11 +14,9 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from controller.api import resources as r
 from controller.api.informer import Informer
 from controller.api.store import Store, sinks_for
-from controller.pipeline.metrics import ControllerMetrics
 from controller.pipeline.reconciler import REPLAN
 from controller.runtime.app import Controller, LeadershipLost
 from controller.runtime.config import ControllerSettings
-from controller.runtime.health import health_app
 from shared import constants as c
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import Harness, gang, gates_of, namespace, node, until
@@ -30,42 +28,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-# ---- health server --------------------------------------------------------------------------------
+# ---- health server (shared.health, as the Controller wires it) -------------------------------------
 
 
 async def test_readyz_is_503_until_the_informers_synced() -> None:
     kube = FakeKube()
     kube.seed(r.NODES, node("node-0"))
+    ctl = Controller(ControllerSettings(), kube)
     informer = Informer(kube, r.NODES, sinks_for(Store(), ())[str(r.NODES)])
-    app = health_app(informer.synced.is_set, lambda: True, ControllerMetrics().registry)
-    async with TestClient(TestServer(app)) as client:
+    ctl.informers.append(informer)  # what run() does with each watched type
+    async with TestClient(TestServer(ctl.health_app())) as client:
         resp = await client.get("/readyz")
         assert resp.status == 503
-        assert await resp.text() == "informers not synced"
+        assert await resp.text() == "not ready: informers not synced\n"
         task = asyncio.create_task(informer.run())
         try:
             await asyncio.wait_for(informer.synced.wait(), 2)
             resp = await client.get("/readyz")
-            assert resp.status == 200
+            assert (resp.status, await resp.text()) == (200, "ready\n")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def test_healthz_reports_liveness() -> None:
-    alive = True
-    app = health_app(lambda: False, lambda: alive, ControllerMetrics().registry)
-    async with TestClient(TestServer(app)) as client:
+async def test_healthz_fails_once_leadership_is_lost() -> None:
+    ctl = Controller(ControllerSettings(), FakeKube())
+    async with TestClient(TestServer(ctl.health_app())) as client:
         resp = await client.get("/healthz")
-        assert (resp.status, await resp.text()) == (200, "ok")
-        alive = False  # e.g. leadership lost
-        assert (await client.get("/healthz")).status == 500
+        assert (resp.status, await resp.text()) == (200, "ok\n")
+        ctl.elector.lost.set()  # what the elector does when it cannot renew in time
+        resp = await client.get("/healthz")
+        assert (resp.status, await resp.text()) == (500, "unhealthy: leadership lost\n")
 
 
 async def test_metrics_are_served_in_the_prometheus_text_format() -> None:
-    metrics = ControllerMetrics()
-    metrics.admissions.inc()
-    async with TestClient(TestServer(health_app(lambda: True, lambda: True, metrics.registry))) as client:
+    ctl = Controller(ControllerSettings(), FakeKube())
+    ctl.metrics.admissions.inc()
+    async with TestClient(TestServer(ctl.health_app())) as client:
         resp = await client.get("/metrics")
         assert resp.status == 200
         assert resp.headers["Content-Type"] == CONTENT_TYPE_LATEST
@@ -111,6 +110,7 @@ async def test_the_controller_admits_gangs_end_to_end(controller: tuple[FakeKube
         r.PODGROUPS_X_K8S,
         r.QUEUES,
         r.QUEUES_KAI,
+        *r.SIZED_WORKLOAD_TYPES,  # a gang follows its workload's size
     }
 
     kube.seed(r.PODS, *gang(5, "a"))
@@ -231,10 +231,58 @@ async def test_lost_leadership_ends_the_run_with_leadership_lost() -> None:
     assert [type(e) for e in raised.value.exceptions] == [LeadershipLost]
 
 
+# ---- command line (shared.cli) ---------------------------------------------------------------------
+
+
+def test_flags_beat_the_environment_which_beats_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    from controller.__main__ import parse_settings
+
+    defaults = parse_settings([])
+    assert (defaults.leader_election, defaults.kubeconfig, defaults.bind_timeout_seconds) == (
+        True,
+        None,
+        60.0,
+    )
+    monkeypatch.setenv("PHALANX_CONTROLLER_BIND_TIMEOUT_SECONDS", "90")
+    monkeypatch.setenv("PHALANX_CONTROLLER_LEADER_ELECTION", "false")
+    from_env = parse_settings([])
+    assert (from_env.bind_timeout_seconds, from_env.leader_election) == (90.0, False)
+    flags = parse_settings(["--bind-timeout-seconds", "120", "--leader-election", "--kubeconfig", "/k"])
+    assert (flags.bind_timeout_seconds, flags.leader_election, flags.kubeconfig) == (120.0, True, "/k")
+    assert parse_settings(["--no-leader-election", "--no-log-json"]).leader_election is False
+    assert parse_settings(["--schedule-timeout-action=release"]).schedule_timeout_action == "release"
+
+
 def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
     from controller.__main__ import main
 
-    assert main(["--bind-timeout-seconds", "abc"]) == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["--bind-timeout-seconds", "abc"])
+    assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("phalanx-controller: invalid settings:")
-    assert "bind_timeout_seconds" in err
+    assert err.startswith("phalanx-controller: invalid settings:\n")
+    assert (
+        "--bind-timeout-seconds / PHALANX_CONTROLLER_BIND_TIMEOUT_SECONDS: Input should be a valid number"
+        in err
+    )
+    with pytest.raises(SystemExit) as exited:
+        main(["--schedule-timeout-action", "panic"])
+    assert exited.value.code == 2
+    assert "Input should be 'report' or 'release' (given: 'panic')" in capsys.readouterr().err
+
+
+def test_help_lists_every_setting_with_its_description(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.__main__ import parse_settings
+    from shared.cli import flag
+
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(["--help"])
+    assert exited.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    unwrapped = "".join(out.split())  # ... also after a hyphen
+    for name, field in ControllerSettings.model_fields.items():
+        assert field.description, f"{name} has no description for --help"
+        assert f"{flag(name)} " in out
+        assert "".join(field.description.split()) in unwrapped
+        assert f"PHALANX_CONTROLLER_{name.upper()}" in out
+    assert "--no-leader-election" in out

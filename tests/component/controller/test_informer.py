@@ -139,3 +139,39 @@ async def test_a_failing_list_is_retried() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class _BusyStream:
+    """A kube whose node watch delivers whatever is put in ``events``, the moment it is put."""
+
+    def __init__(self) -> None:
+        self.events: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+
+    async def list(self, rt: object) -> tuple[list[dict[str, object]], str]:
+        return [], "1"
+
+    async def watch(
+        self, rt: object, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[dict[str, object]]:
+        while True:
+            yield await self.events.get()
+
+
+@pytest.mark.parametrize("ticks", range(4))
+async def test_a_cancel_that_meets_an_arriving_event_still_stops_the_informer(ticks: int) -> None:
+    # A busy stream (the pods of a gang being admitted) delivers an event in the very tick the
+    # process is told to stop: the cancellation must win, or SIGTERM leaves the process running
+    # (Python 3.11's asyncio.wait_for returned the event and dropped the cancellation).
+    kube = _BusyStream()
+    informer = Informer(kube, r.NODES, sinks_for(Store(), ())[str(r.NODES)])  # type: ignore[arg-type]
+    task = asyncio.create_task(informer.run())
+    await asyncio.wait_for(informer.synced.wait(), 2)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    kube.events.put_nowait({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "2"}}})
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=2)
+    assert done == {task}, "the informer kept running after it was cancelled"
+    assert task.cancelled()

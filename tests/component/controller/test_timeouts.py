@@ -14,6 +14,7 @@ from tests.component.controller.harness import (
     bind,
     gang,
     gates_of,
+    job,
     pod,
     podgroup,
 )
@@ -211,9 +212,7 @@ def releasing_with_a_blocked_job() -> Harness:
     """timeout action "release"; the blocked gang's pods belong to the Job "train"."""
     h = Harness(timeout_action="release")
     h.cluster()
-    h.kube.seed(
-        r.JOBS, {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS}}
-    )
+    h.kube.seed(r.JOBS, job(parallelism=5))
     blocked_gang(h)
     return h
 

@@ -102,3 +102,23 @@ async def test_a_key_that_never_stops_failing_stays_at_the_cap(queue: WorkQueue,
         queue.add_rate_limited("stuck")
         clock.advance(8.0)
         assert await due(queue) == {"stuck"}
+
+
+@pytest.mark.parametrize("ticks", range(4))
+async def test_a_cancel_that_meets_a_new_key_still_stops_the_consumer(queue: WorkQueue, ticks: int) -> None:
+    # A key added in the very tick the reconciler is cancelled: the cancellation must win (on
+    # Python 3.11 asyncio.wait_for dropped it when its waiter finished in the same tick).
+    async def consume() -> None:
+        while True:
+            await queue.get_batch()
+
+    queue.add_after("later", 100)  # a timer pending: the consumer waits for a wake-up or for it
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0.01)
+    queue.add("k")
+    for _ in range(ticks):
+        await asyncio.sleep(0)
+    consumer.cancel()
+    done, _ = await asyncio.wait({consumer}, timeout=1)
+    assert done == {consumer}, "the consumer kept running after it was cancelled"
+    assert consumer.cancelled()

@@ -7,19 +7,20 @@ import base64
 import http.client
 import threading
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import RawTestServer, TestClient, TestServer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from shared import constants as c
 from webhook.config import WebhookSettings
-from webhook.metrics import WebhookMetrics
-from webhook.server import create_app, create_health_app
+from webhook.server import AdmissionHandler, WebhookServer, create_admission_server
 
 UID = "0d5e2c1a-7a8b-4c3d-9e0f-123456789abc"
 JSON_HEADERS = {"Content-Type": "application/json"}  # as the API server sends
@@ -45,26 +46,24 @@ def job_review(uid: str = UID, **spec: Any) -> dict[str, Any]:
     }
 
 
+Clients = tuple[
+    TestClient[web.Request, web.Application], TestClient[web.Request, web.Application], WebhookServer
+]
+
+
 @pytest.fixture
-async def apps() -> AsyncIterator[
-    tuple[TestClient[web.Request, web.Application], TestClient[web.Request, web.Application], dict[str, bool]]
-]:
-    metrics = WebhookMetrics()
-    state = {"ready": False}
-    admission = TestClient(
-        TestServer(create_app(WebhookSettings(max_body_bytes=4096), metrics)), headers=JSON_HEADERS
-    )
-    health = TestClient(TestServer(create_health_app(metrics, lambda: state["ready"])))
+async def apps(tmp_path: Path) -> AsyncIterator[Clients]:
+    """The admission handler and the webhook's own health app (as WebhookServer wires it; not
+    started, so no certificate is loaded: not ready), sharing its metrics."""
+    settings = WebhookSettings(max_body_bytes=4096, cert_dir=tmp_path)
+    webhook = WebhookServer(settings)
+    admission = TestClient(RawTestServer(AdmissionHandler(settings, webhook.metrics)), headers=JSON_HEADERS)
+    health = TestClient(TestServer(webhook.health_app))
     await admission.start_server()
     await health.start_server()
-    yield admission, health, state
+    yield admission, health, webhook
     await admission.close()
     await health.close()
-
-
-Clients = tuple[
-    TestClient[web.Request, web.Application], TestClient[web.Request, web.Application], dict[str, bool]
-]
 
 
 async def test_patch_is_answered_and_echoes_the_request(apps: Clients) -> None:
@@ -131,10 +130,12 @@ async def test_other_methods_and_paths_are_4xx(apps: Clients) -> None:
 
 
 async def test_health_readiness_and_metrics(apps: Clients) -> None:
-    admission, health, state = apps
+    admission, health, webhook = apps
     assert (await health.get("/healthz")).status == 200
-    assert (await health.get("/readyz")).status == 503
-    state["ready"] = True
+    resp = await health.get("/readyz")
+    assert resp.status == 503
+    assert await resp.text() == "not ready: no serving certificate loaded, or shutting down\n"
+    webhook.certs.loaded = True  # what a successful certificate load sets
     assert (await health.get("/readyz")).status == 200
 
     await admission.post("/mutate", data=orjson.dumps(job_review()))
@@ -142,6 +143,7 @@ async def test_health_readiness_and_metrics(apps: Clients) -> None:
     await admission.post("/mutate", data=b"nope")
     resp = await health.get("/metrics")
     assert resp.status == 200
+    assert resp.headers["Content-Type"] == CONTENT_TYPE_LATEST
     text = await resp.text()
     assert 'phalanx_webhook_requests_total{kind="Job",operation="CREATE",outcome="patched"} 2.0' in text
     assert (
@@ -153,8 +155,8 @@ async def test_health_readiness_and_metrics(apps: Clients) -> None:
 
 
 async def test_many_apps_each_with_their_own_metrics() -> None:
-    first, second = create_app(WebhookSettings()), create_app(WebhookSettings())
-    assert first is not second
+    first, second = create_admission_server(WebhookSettings()), create_admission_server(WebhookSettings())
+    assert first.request_handler.metrics is not second.request_handler.metrics
 
 
 # --- fuzz through the real HTTP stack ---------------------------------------------------------
@@ -164,21 +166,25 @@ async def test_many_apps_each_with_their_own_metrics() -> None:
 def live_url() -> Iterator[tuple[str, int]]:
     """The admission app on a plain loopback port, served by a loop in a background thread."""
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(create_app(WebhookSettings(max_body_bytes=4096)), access_log=None)
+    runners: list[web.ServerRunner] = []
     started = threading.Event()
+
+    async def start() -> None:
+        runners.append(web.ServerRunner(create_admission_server(WebhookSettings(max_body_bytes=4096))))
+        await runners[0].setup()
+        await web.TCPSite(runners[0], "127.0.0.1", 0).start()
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+        loop.run_until_complete(start())
         started.set()
         loop.run_forever()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     assert started.wait(10)
-    yield "127.0.0.1", runner.addresses[0][1]
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    yield "127.0.0.1", runners[0].addresses[0][1]
+    asyncio.run_coroutine_threadsafe(runners[0].cleanup(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(10)
 

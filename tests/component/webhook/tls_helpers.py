@@ -8,9 +8,8 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from certs.bundle import TLS_CRT, TLS_KEY, CertBundle
+from certs.bundle import TLS_CRT, TLS_KEY, CertBundle, new_bundle
 from certs.files import write_files
-from certs.issue import new_bundle
 
 
 def serving_bundle() -> CertBundle:

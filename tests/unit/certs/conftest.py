@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from certs.names import service_dns_names
+from certs.kube import service_dns_names
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DNS = service_dns_names("phalanx-webhook", "phalanx-system")

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from certs.api import ConflictError, NotFoundError, Secret
+from certs.kube import ConflictError, NotFoundError, Secret
 
 WEBHOOK_NAMES = ("workloads.phalanx.io", "pods.phalanx.io")
 

@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from certs.__main__ import main
-from certs.check import problem_with
+from certs.bundle import problem_with
 from certs.files import read_bundle
-from certs.names import service_dns_names
+from certs.kube import service_dns_names
 
 
 def test_generate_is_idempotent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "certs"
     args = ["generate", "--out", str(out), "--dns", "localhost", "--ip", "127.0.0.1", "--days", "7"]
     assert main(args) == 0
-    assert capsys.readouterr().out.startswith("created:")
+    assert capsys.readouterr().out == f"created: {out}/tls.crt (CA {out}/ca.crt)\n"
     assert main(args) == 0
-    assert capsys.readouterr().out.startswith("unchanged:")
+    assert capsys.readouterr().out == f"unchanged: {out}/tls.crt (CA {out}/ca.crt)\n"
     assert sorted(p.name for p in out.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
 
 

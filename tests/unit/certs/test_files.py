@@ -6,8 +6,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from certs import pem
-from certs.check import problem_with
+from certs.bundle import load_cert, problem_with
 from certs.files import ensure_local, read_bundle, write_atomic, write_files
 
 from .conftest import DNS, IPS, NOW
@@ -66,7 +65,7 @@ def test_force_reissues_the_serving_cert(tmp_path: Path) -> None:
     old = (tmp_path / "tls.crt").read_bytes()
     assert ensure_local(tmp_path, DNS, IPS, NOW, force=True) == "renewed"
     assert (tmp_path / "tls.crt").read_bytes() != old
-    pem.load_cert((tmp_path / "tls.crt").read_bytes())
+    load_cert((tmp_path / "tls.crt").read_bytes())
 
 
 def test_write_files_skips_unchanged_and_fixes_modes(tmp_path: Path) -> None:

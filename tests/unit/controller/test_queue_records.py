@@ -81,13 +81,13 @@ def member(**labels: str) -> Pod:
 
 def test_which_queue_podgroup_then_parent_then_members_then_namespace() -> None:
     members = [member(**{c.KAI_QUEUE_LABEL: "from-pod"})]
-    assert gang_queue({"queue": "spec"}, {c.QUEUE_LABEL: "label"}, members, "ns", "parent") == "spec"
-    assert gang_queue({}, {c.QUEUE_LABEL: "label"}, members, "ns", "parent") == "label"
-    assert gang_queue({}, {}, members, "ns", "parent") == "parent"
-    assert gang_queue({}, {}, members, "ns") == "from-pod"
+    assert gang_queue("spec", {c.QUEUE_LABEL: "label"}, members, "ns", "parent") == "spec"
+    assert gang_queue(None, {c.QUEUE_LABEL: "label"}, members, "ns", "parent") == "label"
+    assert gang_queue(None, {}, members, "ns", "parent") == "parent"
+    assert gang_queue(None, {}, members, "ns") == "from-pod"
     kueue = [member(**{c.KUEUE_QUEUE_LABEL: "lq"})]
-    assert gang_queue({}, {}, kueue, "ns") == "lq"
+    assert gang_queue(None, {}, kueue, "ns") == "lq"
     copied = [Pod("u", "ns", "p", {}, annotations={c.QUEUE_LABEL: "from-workload"})]
-    assert gang_queue({}, {}, copied, "ns") == "from-workload"
-    assert gang_queue({}, {}, [member()], "ns") == "ns"
-    assert gang_queue({}, {}, [], None) is None
+    assert gang_queue(None, {}, copied, "ns") == "from-workload"
+    assert gang_queue(None, {}, [member()], "ns") == "ns"
+    assert gang_queue(None, {}, [], None) is None

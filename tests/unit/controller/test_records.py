@@ -54,3 +54,14 @@ def test_the_pin_is_added_to_every_term_and_changes_nothing_else() -> None:
     assert cons.allows(node("node-a").label("gpu", "h100").build())
     assert not cons.allows(node("node-b").label("gpu", "h100").build())
     assert not cons.allows(node("node-a").label("gpu", "t4").build())
+
+
+def test_a_workloads_size_is_read_from_its_spec_unless_another_workload_made_it() -> None:
+    from controller.api import resources
+    from controller.api.records import WorkloadSize, workload_size_record
+
+    job: dict[str, Any] = {"metadata": {"name": "train", "namespace": "ns"}, "spec": {"parallelism": 4}}
+    assert workload_size_record(resources.JOBS, job) == WorkloadSize("Job", "ns", "train", 4, 4)
+    # mpi-operator's launcher Job: its pods' gang is the MPIJob's, sized from the MPIJob.
+    job["metadata"]["ownerReferences"] = [{"kind": "MPIJob", "name": "pi", "uid": "u", "controller": True}]
+    assert workload_size_record(resources.JOBS, job) is None

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from controller.api.workload_owners import (
-    JOBSETS,
-    LEADERWORKERSETS,
-    MPIJOBS,
-    RAYCLUSTERS,
-    named_object,
-    owner_reference,
-)
+from controller.api.resources import JOBSETS, LEADERWORKERSETS, MPIJOBS, RAYCLUSTERS
+from controller.api.workload_owners import named_object, owner_reference
 
 
 def test_each_operator_names_its_object_on_its_pods() -> None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from controller.core import PlannerConfig, invalid_spec, plan
-from controller.core.model import Admit, GangKey, Plan, Preempt, Reason, Reject, Wait
+from controller.core.model import Admit, GangKey, Plan, Preempt, Reason, Reject, Short, Wait
 
 from .builders import NOW, GangBuilder, GangLike, NodeLike, PodLike, gang, node, pod, snapshot
 
@@ -292,8 +292,70 @@ def test_a_gang_whose_run_is_over_gets_no_decision() -> None:
 
 
 def test_an_admitted_gang_never_gets_a_wait() -> None:
-    # a replacement that does not fit just stays gated: the gang itself stays admitted
+    # an elastic member that does not fit just stays gated: the gang itself stays admitted
     assert run([node("a").gpus(2)], [admitted_gang([pod("new").gpus(1).gated()])]).decisions == ()
+    # one it needs (a replacement) is said to wait, as Short, never as Wait
+    d = run([node("a").gpus(2)], [admitted_gang([pod("new").gpus(1).gated()], min_member=3)]).for_gang(G)
+    assert isinstance(d, Short)
+
+
+# ---- an admitted gang re-sized (its workload scaled) or short of lost members -------------------
+
+
+def test_members_a_scale_up_adds_start_together_when_all_fit() -> None:
+    new = [pod(f"new-{k}").gpus(2).gated() for k in range(2)]
+    d = run([node("a").gpus(8)], [admitted_gang(new, min_member=4)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert sorted(d.placement) == ["ns/new-0", "ns/new-1"]
+
+
+def test_members_a_scale_up_adds_never_start_one_by_one() -> None:
+    # Room for one of the two members the gang now needs: neither starts (before re-sizing, the
+    # first would have been admitted on its own), and the gang says why; its members keep running.
+    new = [pod(f"new-{k}").gpus(2).gated() for k in range(2)]
+    d = run([node("a").gpus(5)], [admitted_gang(new, min_member=4)]).for_gang(G)  # 3 GPUs free
+    assert isinstance(d, Short)
+    assert d.reason is Reason.INSUFFICIENT_CAPACITY
+    assert d.missing == 2
+    assert d.message == (
+        "2 more members needed to reach 4 wait to start together: "
+        "needs 2 pods × 2 nvidia.com/gpu; best placement fits 1: a 1"
+    )
+
+
+def test_members_a_scale_up_adds_wait_until_the_workload_made_them_all() -> None:
+    d = run([node("a").gpus(8)], [admitted_gang([pod("new-0").gpus(1).gated()], min_member=4)]).for_gang(G)
+    assert isinstance(d, Short)
+    assert d.reason is Reason.WAITING_FOR_MEMBERS
+    assert (
+        d.message == "2 more members needed to reach 4; 1 created so far: they start together once all exist"
+    )
+
+
+def test_beyond_the_new_size_members_are_elastic_again() -> None:
+    # Needs one more to reach 3; the two after it join as they fit (room for 2 of the 3 here).
+    new = [pod(f"new-{k}").gpus(2).gated() for k in range(3)]
+    d = run([node("a").gpus(6)], [admitted_gang(new, min_member=3)]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert sorted(d.placement) == ["ns/new-0", "ns/new-1"]
+    assert d.message == "admitted 2 new members: a 2; 1 more wait for room"
+
+
+def test_replacements_of_several_lost_members_start_together() -> None:
+    lost = [pod(f"g-{k}b").gpus(4).gated() for k in (2, 3)]
+    g = (
+        gang("g")
+        .min(4)
+        .running_members(["a", "a"], gpus=4)
+        .admitted({f"ns/g-{k}": "a" for k in range(4)})
+        .members(*lost)
+    )
+    d = run([node("a").gpus(8), node("b").gpus(4)], [g]).for_gang(G)
+    assert isinstance(d, Short)
+    assert d.reason is Reason.INSUFFICIENT_CAPACITY
+    d = run([node("a").gpus(8), node("b").gpus(8)], [g]).for_gang(G)
+    assert isinstance(d, Admit)
+    assert d.placement == {"ns/g-2b": "b", "ns/g-3b": "b"}
 
 
 # ---- timeouts ------------------------------------------------------------------------------------

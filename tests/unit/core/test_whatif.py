@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from controller.core import PlannerConfig
-from controller.core.model import Admit, GangKey, Reason, Snapshot, Wait
+from controller.core.model import Admit, GangKey, Reason, Short, Snapshot, Wait
 from controller.core.whatif import (
     AddNodes,
     FreeOnNode,
@@ -154,6 +154,22 @@ def test_explain_a_gang_short_of_members_suggests_no_room() -> None:
     out = explain(snap, BIG, CFG)
     assert isinstance(out.decision, Wait) and out.decision.reason is Reason.WAITING_FOR_MEMBERS
     assert out.fixes == ()
+
+
+def test_explain_a_scaled_up_gang_whose_new_members_wait_suggests_room() -> None:
+    # Running with 3 on a 4-GPU node, scaled to 5: its 2 new members wait, together, for room.
+    grown = (
+        gang("big")
+        .min(5)
+        .created(NOW - 1000)
+        .running_members(["a", "a", "a"])
+        .admitted({f"ns/big-{k}": "a" for k in range(3)})
+        .gated_members(2, gpus=1, prefix="new")
+    )
+    out = explain(snapshot([node("a").gpus(4)], [grown]), BIG, CFG)  # type: ignore[list-item]
+    assert isinstance(out.decision, Short) and out.decision.reason is Reason.INSUFFICIENT_CAPACITY
+    # Nothing else holds room on its node: more nodes (proved by planning with them) is the fix.
+    assert [type(f) for f in out.fixes] == [AddNodes]
 
 
 def test_explain_unknown_gang() -> None:

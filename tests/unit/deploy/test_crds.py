@@ -214,3 +214,19 @@ def test_kai_queue_has_kais_resource_fields() -> None:
     resources = _schema(KAI_QUEUE)["properties"]["spec"]["properties"]["resources"]["properties"]
     assert set(resources) == {"gpu", "cpu", "memory"}
     assert set(resources["gpu"]["properties"]) == {"quota", "limit", "overQuotaWeight"}
+
+
+def test_the_spec_schema_is_generated_from_the_typed_model() -> None:
+    """The fields the controller reads (shared/podgroup.py) are exactly the fields the CRDs serve."""
+    from shared.podgroup import spec_fields
+
+    crdgen = _crdgen()
+    assert list(crdgen.SPEC_FIELDS) == [about.wire for about, _ in spec_fields()]
+    assert crdgen.SPEC_FIELDS["minMember"] == {
+        "type": "integer",
+        "format": "int32",
+        "minimum": 1,
+        "description": "Pods that must fit together before any starts.",
+    }
+    assert crdgen.SPEC_FIELDS["minResources"]["additionalProperties"] == crdgen.QUANTITY
+    assert crdgen.SPEC_FIELDS["queue"] == {"type": "string", "description": "Queue name (KAI style)."}

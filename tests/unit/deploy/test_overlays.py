@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from certs.names import service_dns_names
+from certs.kube import service_dns_names
 
 from .manifests import (
     DEPLOY,

@@ -53,7 +53,17 @@ CONTROLLER_NEEDS = [
     ("", "events", "create"),
     ("scheduling.k8s.io", "priorityclasses", "get list watch"),
     ("scheduling.k8s.io", "workloads", "get list watch"),
-    ("batch", "jobs", "get list patch"),
+    ("batch", "jobs", "get list watch patch"),
+    ("apps", "statefulsets", "get list watch"),
+    *[
+        (g, res, "get list watch")
+        for g, res in (
+            ("kubeflow.org", "mpijobs"),
+            ("jobset.x-k8s.io", "jobsets"),
+            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+            ("ray.io", "rayclusters"),
+        )
+    ],
     ("policy", "poddisruptionbudgets", "get list watch"),
     *[
         (g, "podgroups", "get list watch create patch")
@@ -84,13 +94,16 @@ def test_the_controller_cannot_do_more_than_it_needs() -> None:
     assert not can(OBJECTS, sa, "create", "queues", "scheduling.run.ai")
     assert not can(OBJECTS, sa, "patch", "nodes")
     assert not can(OBJECTS, sa, "get", "configmaps", namespace=NAMESPACE)
-    # Nothing it does not call: every write is a patch, and it reads no other workload kind.
+    # Nothing it does not call: every write is a patch, and it reads no other workload kind; the
+    # workloads it watches for their size it never writes.
     assert not can(OBJECTS, sa, "update", "podgroups", "scheduling.sigs.k8s.io")
     assert not can(OBJECTS, sa, "update", "podgroups/status", "scheduling.sigs.k8s.io")
     assert not can(OBJECTS, sa, "patch", "events")
     assert not can(OBJECTS, sa, "list", "resourcequotas")
-    assert not can(OBJECTS, sa, "list", "statefulsets", "apps")
-    assert not can(OBJECTS, sa, "list", "mpijobs", "kubeflow.org")
+    assert not can(OBJECTS, sa, "list", "deployments", "apps")
+    assert not can(OBJECTS, sa, "list", "trainjobs", "trainer.kubeflow.org")
+    assert not can(OBJECTS, sa, "patch", "statefulsets", "apps")
+    assert not can(OBJECTS, sa, "patch", "mpijobs", "kubeflow.org")
 
 
 def test_leader_election_is_one_lease_in_the_own_namespace() -> None:

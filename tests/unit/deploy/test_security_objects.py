@@ -1,5 +1,5 @@
 """The objects that guard the gang gate and tenants' access: in every install, naming the real
-controller identity, and matching what the controller actually sends (README "Security")."""
+controller identity, and matching what the controller actually sends (docs/operations.md, "Security")."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Any, Self
 import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
-from webhook.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
+from shared.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
 
 Obj = dict[str, Any]
 

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 from pydantic import ValidationError
 
+from shared.cli import flag
 from shared.logging import JsonFormatter, configure_logging
-from webhook.__main__ import main, parse_args
+from webhook.__main__ import main, parse_settings
 from webhook.config import WebhookSettings
 from webhook.mutate import DEFAULT_EXCLUDED_NAMESPACES
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_defaults() -> None:
@@ -35,7 +39,7 @@ def test_environment_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.port == 10443
     assert settings.foreign_schedulers == {"a", "b"}
     assert settings.excluded_namespaces == {"ops"}
-    flags = parse_args(
+    settings = parse_settings(
         [
             "--port",
             "9000",
@@ -57,9 +61,9 @@ def test_environment_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
             "kube-system,infra",
             "--log-level",
             "debug",
+            "--no-log-json",
         ]
     )
-    settings = WebhookSettings(**flags)
     assert settings.port == 9000
     assert settings.bind_address == "127.0.0.1"
     assert settings.cert_file == Path("/tmp/certs/tls.crt")
@@ -67,15 +71,54 @@ def test_environment_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     assert settings.foreign_schedulers == {"volcano"}
     assert settings.excluded_namespaces == {"kube-system", "infra"}
     assert settings.log_level == "DEBUG"
+    assert settings.log_json is False
     config = settings.mutation_config()
     assert (config.target_scheduler, config.foreign_schedulers) == ("mine", frozenset({"volcano"}))
 
 
-def test_invalid_settings_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_flag_beats_the_environment_which_beats_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_settings([]).target_scheduler == "default-scheduler"
+    monkeypatch.setenv("PHALANX_WEBHOOK_TARGET_SCHEDULER", "from-env")
+    monkeypatch.setenv("PHALANX_WEBHOOK_LOG_JSON", "false")
+    assert parse_settings([]).target_scheduler == "from-env"
+    assert parse_settings(["--target-scheduler", "from-flag"]).target_scheduler == "from-flag"
+    assert parse_settings([]).log_json is False
+    assert parse_settings(["--log-json"]).log_json is True
+
+
+def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ValidationError):
         WebhookSettings(port=70000)
-    assert main(["--log-level", "loud"]) == 2
-    assert "invalid settings" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["--log-level", "loud", "--port", "70000"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("phalanx-webhook: invalid settings:\n")
+    assert "--log-level / PHALANX_WEBHOOK_LOG_LEVEL: Value error, unknown log level 'loud'" in err
+    assert "--port / PHALANX_WEBHOOK_PORT: Input should be less than or equal to 65535" in err
+
+
+def test_the_flags_the_deployment_passes_parse() -> None:
+    manifest = yaml.safe_load((REPO / "deploy/components/workloads/webhook-deployment.yaml").read_text())
+    args = manifest["spec"]["template"]["spec"]["containers"][0]["args"]
+    settings = parse_settings(args)
+    assert (settings.bind_address, settings.port, settings.health_port) == ("0.0.0.0", 9443, 8080)
+    assert (settings.cert_dir, settings.log_level) == (Path("/certs"), "INFO")
+
+
+def test_help_lists_every_setting_with_its_description(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse_settings(["--help"])
+    assert exited.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    unwrapped = "".join(out.split())  # ... also after a hyphen
+    for name, field in WebhookSettings.model_fields.items():
+        assert field.description, f"{name} has no description for --help"
+        assert f"{flag(name)} " in out
+        assert "".join(field.description.split()) in unwrapped
+        assert f"PHALANX_WEBHOOK_{name.upper()}" in out
+    assert "--no-log-json" in out
+    assert "(default: kai-scheduler,scheduler-plugins-scheduler,volcano)" in out
 
 
 def test_json_log_lines_carry_extra_fields() -> None:

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared import constants as c
+from shared.workloads import JOB, MPIJOB, POD, STATEFULSET
 from webhook.admission import Admitter
 from webhook.metrics import WebhookMetrics
 from webhook.mutate import MutationConfig, Outcome, mutate
-from webhook.workloads import JOB, MPIJOB, POD, STATEFULSET
 
 from .builders import apply_patch, job, mpijob, pod, request, statefulset
 

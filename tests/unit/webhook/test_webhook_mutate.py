@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from shared import constants as c
+from shared.workloads import JOB
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate
-from webhook.workloads import JOB
 
 from .builders import (
     Builder,

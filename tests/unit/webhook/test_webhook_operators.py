@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from shared import constants as c
+from shared.workloads import GVK, JOBSET, LEADERWORKERSET, RAYCLUSTER, STATEFULSET, TRAINJOB
 from webhook.mutate import MutationConfig, Outcome, mutate
-from webhook.workloads import GVK, JOBSET, LEADERWORKERSET, RAYCLUSTER, STATEFULSET, TRAINJOB
 
 from .builders import apply_patch, request
 

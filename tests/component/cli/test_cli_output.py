@@ -1,0 +1,318 @@
+"""kubectl phalanx's output byte for byte, and its exit codes: what a person or a script reads.
+
+The long outputs are kept in ``expected/``; a change there is a change people will see.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.api import resources as r
+from controller.api.kube import ApiError, KubeClient
+from controller.api.resources import JOBS
+from controller.cli import audit, report
+from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, main
+from controller.cli.cluster import STATEFULSETS
+from shared import constants as c
+from tests.component.cli.scenario import eight_on_five_free, job
+from tests.component.controller.fake_kube import FakeKube
+from tests.component.controller.harness import NS, T0, namespace, pod
+
+EXPECTED = Path(__file__).parent / "expected"
+
+
+def expected(name: str) -> str:
+    return (EXPECTED / f"{name}.txt").read_text()
+
+
+# ---- clusters -------------------------------------------------------------------------------------
+
+
+def with_a_queue() -> FakeKube:
+    kube = eight_on_five_free()
+    kube.seed(
+        r.QUEUES,
+        {
+            "apiVersion": r.QUEUES.api_version,
+            "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"resources": {c.GPU_RESOURCE: {"quota": 4, "limit": 8}}},
+        },
+    )
+    kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
+    return kube
+
+
+def with_an_unsized_gang() -> FakeKube:
+    kube = eight_on_five_free()
+    linked = pod("own-0", "own", min_member=None)
+    linked["metadata"]["labels"][c.COSCHEDULING_LABEL] = "own"  # the user's PodGroup, not made yet
+    kube.seed(r.PODS, linked)
+    return kube
+
+
+def with_workloads_to_audit() -> FakeKube:
+    """A namespace not opted in, with one workload for each thing the audit says."""
+    kube = eight_on_five_free()
+    kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
+    oversized = job("oversized", 2)
+    oversized["metadata"]["annotations"] = {c.MIN_MEMBER_ANNOTATION: "4"}  # type: ignore[index]
+    refused = job("bad", 2)
+    refused["metadata"]["annotations"] = {c.MIN_MEMBER_ANNOTATION: "abc"}  # type: ignore[index]
+    skipped = job("skipped", 2)
+    skipped["metadata"]["annotations"] = {c.SKIP: "true"}  # type: ignore[index]
+    foreign = job("foreign", 1)
+    foreign["spec"]["template"]["spec"]["schedulerName"] = "my-scheduler"  # type: ignore[index]
+    linked = job("linked", 2)
+    linked["spec"]["template"]["metadata"] = {"labels": {c.COSCHEDULING_LABEL: "theirs"}}  # type: ignore[index]
+    urgent = job("urgent", 8)
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = "high"  # type: ignore[index]
+    kube.seed(
+        JOBS,
+        job("fits", 2),
+        job("huge", 12),
+        job("slow", 8, activeDeadlineSeconds=600),
+        job("cpu", 2, gpus=0),
+        oversized,
+        refused,
+        skipped,
+        foreign,
+        linked,
+        urgent,
+    )
+    kube.seed(
+        r.PRIORITY_CLASSES,
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        },
+    )
+    kube.seed(
+        STATEFULSETS,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": "plain", "uid": "db-uid"},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}},
+        },
+    )
+    return kube
+
+
+# ---- the whole command ----------------------------------------------------------------------------
+
+
+def run_plugin(
+    make_cluster: Callable[[], FakeKube],
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[int, str, str, bool]:
+    """``kubectl phalanx ARGV`` against the fake at ``T0``: exit code, stdout, stderr, and whether
+    the connection was closed."""
+    kube = make_cluster()
+    closed = []
+
+    async def close() -> None:
+        closed.append(True)
+
+    async def connect(cls: type[KubeClient], path: str | None = None) -> Any:
+        monkeypatch.setattr(kube, "close", close, raising=False)
+        return kube
+
+    monkeypatch.setattr(KubeClient, "connect", classmethod(connect))
+    monkeypatch.setattr(time, "time", lambda: T0)
+    code = main([*argv, "--kubeconfig", "/dev/null"])
+    out, err = capsys.readouterr()
+    return code, out, err, bool(closed)
+
+
+@pytest.mark.parametrize(
+    ("make_cluster", "argv", "code", "stdout"),
+    [
+        (eight_on_five_free, ["explain", "job/big", "-n", NS], EXIT_OK, "explain-waiting"),
+        (
+            eight_on_five_free,
+            ["-o", "json", "explain", "pod/small-0", "-n", NS],
+            EXIT_OK,
+            "explain-running-json",
+        ),
+        (with_an_unsized_gang, ["explain", "pod/own-0", "-n", NS], EXIT_OK, "explain-unsized"),
+        (with_a_queue, ["top", "-A"], EXIT_OK, "top-with-queue"),
+        (eight_on_five_free, ["top", "-n", NS, "-o", "yaml"], EXIT_OK, "top-yaml"),
+        (with_workloads_to_audit, ["audit", "-n", "plain"], EXIT_FINDINGS, "audit"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_output(
+    make_cluster: Callable[[], FakeKube],
+    argv: list[str],
+    code: int,
+    stdout: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_plugin(make_cluster, argv, monkeypatch, capsys) == (code, expected(stdout), "", True)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "stdout", "stderr"),
+    [
+        (["top", "-n", "elsewhere"], EXIT_OK, "No gangs.\n", ""),
+        (["audit", "-n", "elsewhere"], EXIT_OK, "No workloads to audit.\n", ""),
+        (
+            ["explain", "job/nothing", "-n", NS],
+            EXIT_USAGE,
+            "",
+            "error: job/nothing in namespace team: no gang found\n",
+        ),
+        (["explain", "job/x"], EXIT_USAGE, "", "error: job/x in namespace default: no gang found\n"),
+    ],
+)
+def test_short_answers(
+    argv: list[str],
+    code: int,
+    stdout: str,
+    stderr: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run_plugin(eight_on_five_free, argv, monkeypatch, capsys) == (code, stdout, stderr, True)
+
+
+def test_a_gang_of_an_unmanaged_namespace_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def plain_pod() -> FakeKube:
+        kube = eight_on_five_free()
+        kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
+        kube.seed(r.PODS, pod("lone-0", "lone", ns="plain", gates=()))
+        return kube
+
+    code, out, err, _ = run_plugin(plain_pod, ["explain", "pod/lone-0", "-n", "plain"], monkeypatch, capsys)
+    assert (code, out) == (EXIT_USAGE, "")
+    assert err == (
+        "error: pod/lone-0: its gang plain/lone is not managed by Phalanx "
+        "(namespace not opted in and no gated member)\n"
+    )
+
+
+def test_a_bad_controller_flag_is_refused_before_connecting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["top", "--controller", "nope"]
+    assert run_plugin(eight_on_five_free, argv, monkeypatch, capsys) == (
+        EXIT_USAGE,
+        "",
+        "--controller must be namespace/name\n",
+        False,
+    )
+
+
+def test_an_api_error_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def refuse(*args: object, **kwargs: object) -> bool:
+        raise ApiError(403, "Forbidden", "nodes is forbidden")
+
+    def forbidding() -> FakeKube:
+        kube = eight_on_five_free()
+        monkeypatch.setattr(kube, "served", refuse)
+        return kube
+
+    code, out, err, closed = run_plugin(forbidding, ["top"], monkeypatch, capsys)
+    assert (code, out, closed) == (EXIT_API, "", True)
+    assert err == "error: the API server answered 403 Forbidden: nodes is forbidden\n"
+
+
+# ---- explain's text, branch by branch ------------------------------------------------------------
+
+
+def explain_data(**changes: Any) -> dict[str, Any]:
+    """What ``report.explain_data`` returns, for a gang with every optional part filled in."""
+    members = [
+        {"name": f"m-{i:02d}", "state": "Gated" if i % 3 else "Running", "node": None, c.GPU_RESOURCE: 2}
+        for i in range(18)
+    ]
+    data: dict[str, Any] = {
+        "gang": "team/big",
+        "podGroup": {
+            "kind": "podgroups.scheduling.x-k8s.io",
+            "minMember": 16,
+            "maxMember": 18,
+            "phase": "Pending",
+            "message": "waiting for room",
+        },
+        "priority": 100,
+        "localPriority": 10,
+        "queue": "research",
+        "placement": "packed",
+        "waiting": 3 * 3600 + 300,
+        "members": members,
+        "order": {"position": 9, "of": 12, "ahead": [f"team/g{i}" for i in range(8)]},
+        "decision": {"action": "Wait", "reason": "InsufficientCapacity", "message": "needs 32 GPUs"},
+        "partial": {"needed": 16, "placed": 0, "nodes": {}},
+        "fixes": [],
+        "notes": ["planner settings from defaults"],
+    }
+    data.update(changes)
+    return data
+
+
+def test_explain_text_with_every_part_and_no_fix_found() -> None:
+    assert report.explain_text(explain_data()) == expected("explain-every-part")
+
+
+def test_explain_text_when_room_is_not_what_the_gang_waits_for() -> None:
+    data = explain_data(
+        podGroup={"kind": "podgroups.x", "minMember": 2, "maxMember": None, "phase": None, "message": None},
+        localPriority=None,
+        queue=None,
+        waiting=None,
+        members=[],
+        order={"position": 1, "of": 1, "ahead": []},
+        decision={"action": "Wait", "reason": "WaitingForMembers", "message": "1 of 2 members exist"},
+        partial=None,
+    )
+    assert report.explain_text(data).splitlines() == [
+        "Gang:       team/big (PodGroup podgroups.x, minMember 2)",
+        "Priority:   100; placement packed",
+        "Order:      1 of 1",
+        "Members:    0",
+        "  NAME   STATE   NODE",
+        "Decision:   Wait WaitingForMembers: 1 of 2 members exist",
+        "Room is not what it waits for (see the decision).",
+        "Note:       planner settings from defaults",
+    ]
+
+
+def test_explain_text_of_a_room_wait_with_nothing_ahead() -> None:
+    data = explain_data(order={"position": 1, "of": 1, "ahead": []}, members=[], notes=[])
+    assert report.explain_text(data).splitlines()[-1] == (
+        "No single change searched (GPUs freed on one node, up to 64 new nodes like one it may use, "
+        "running gangs ended) starts it."
+    )
+
+
+def test_explain_text_of_a_fix_freeing_many_holders() -> None:
+    holders = [{"pod": f"p{i}", "amount": 1, "gang": f"team/g{i}" if i < 7 else None} for i in range(9)]
+    holders.append({"pod": "p-extra", "amount": 1, "gang": "team/g0"})
+    fix = {"change": "FreeOnNode", "node": "n1", "resource": c.GPU_RESOURCE, "amount": 10, "heldBy": holders}
+    lines = report.explain_text(explain_data(fixes=[fix], notes=[])).splitlines()
+    assert lines[-1] == (
+        "  - free 10 nvidia.com/gpu on node n1 (held now by gang team/g0 (2 pods, 2), gang team/g1 (1), "
+        "gang team/g2 (1), gang team/g3 (1), gang team/g4 (1), gang team/g5 (1), … (+3 more))"
+    )
+    assert lines[-2] == "It would start if you (each checked by re-planning):"
+
+
+def test_audit_text_counts_one_warning_in_the_singular() -> None:
+    finding = audit.Finding(audit.WARNING, "ns", "Job/x", "Deadline", "m")
+    assert audit.text([finding]).splitlines()[-1] == "0 would never start, 1 warning"

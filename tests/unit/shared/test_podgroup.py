@@ -1,0 +1,38 @@
+"""The typed PodGroup spec: read tolerantly from what the API stores, written by wire name."""
+
+from __future__ import annotations
+
+from shared.podgroup import PodGroupSpec
+
+
+def test_a_stored_spec_is_read_into_typed_fields() -> None:
+    spec = PodGroupSpec.from_json(
+        {
+            "minMember": 4,
+            "maxMember": 8,
+            "minResources": {"nvidia.com/gpu": "8", "cpu": 16},
+            "scheduleTimeoutSeconds": 600,
+            "priorityClassName": "high",
+            "priority": 100,
+            "queue": "team-a",
+            "parentPodGroup": "parent",
+        }
+    )
+    assert spec == PodGroupSpec(
+        4, 8, {"nvidia.com/gpu": "8", "cpu": "16"}, 600, "high", 100, "team-a", "parent"
+    )
+
+
+def test_values_of_the_wrong_type_read_as_absent() -> None:
+    spec = PodGroupSpec.from_json({"minMember": True, "maxMember": "x", "queue": 3, "minResources": []})
+    assert spec == PodGroupSpec()
+    assert PodGroupSpec.from_json("not an object") == PodGroupSpec()
+    # A whole float (YAML "3.0") and a digit string are integers, as the API server would coerce them.
+    assert PodGroupSpec.from_json({"minMember": 3.0, "maxMember": "5"}).min_member == 3
+    assert PodGroupSpec.from_json({"maxMember": "5"}).max_member == 5
+
+
+def test_written_by_wire_name_with_unset_fields_left_out() -> None:
+    spec = PodGroupSpec(min_member=3, schedule_timeout_seconds=60)
+    assert spec.to_json() == {"minMember": 3, "scheduleTimeoutSeconds": 60}
+    assert PodGroupSpec.from_json(spec.to_json()) == spec
