@@ -584,6 +584,64 @@ def instructions_per_request(name: str, command: list[str], port: int, script: P
     return (total - handshakes) / requests
 
 
+ADMISSION_CALLS = 500
+
+
+def count_admission(kind: str, step: str) -> None:
+    """Run under callgrind (``--count-admission``): ADMISSION_CALLS calls of one step on one
+    request type, with instrumentation on for those calls only. ``floor``: what the floor does
+    (parse, answer allowed); ``admit``: the webhook's whole admission of the body."""
+    from shared.logging import configure_logging
+    from webhook.admission import Admitter
+    from webhook.metrics import WebhookMetrics
+    from webhook.mutate import MutationConfig
+
+    configure_logging("INFO")  # as the server runs; stderr goes to a file
+    admitter = Admitter(MutationConfig(), WebhookMetrics())
+    bodies = payloads(extra=True)[kind]
+
+    def floor(body: bytes) -> bytes:
+        review = orjson.loads(body)
+        answer = {"apiVersion": review["apiVersion"], "kind": "AdmissionReview",
+                  "response": {"uid": review["request"]["uid"], "allowed": True}}  # fmt: skip
+        return orjson.dumps(answer)
+
+    def admit(body: bytes) -> Any:
+        return admitter.admit(body, time.perf_counter())
+
+    call = {"floor": floor, "admit": admit}[step]
+    for i in range(200):  # warm caches (pointer(), regexes) as a running server has them
+        call(bodies[i % len(bodies)])
+    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True, check=True)
+    for i in range(ADMISSION_CALLS):
+        call(bodies[i % len(bodies)])
+    subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True, check=True)
+
+
+def admission_instructions(directory: Path) -> dict[str, dict[str, int]]:
+    """Instructions per request of the floor's work and of the webhook's admission, per request
+    type, in process: where the webhook's extra instructions go (the HTTP and TLS path is the
+    same for both servers)."""
+    result: dict[str, dict[str, int]] = {}
+    for kind in payloads(extra=True):
+        result[kind] = {}
+        for step in ("floor", "admit"):
+            out = directory / f"admission-{kind}-{step}.callgrind"
+            command = [
+                "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                sys.executable, "-m", "tests.bench.bench_webhook", "--count-admission", kind, step,
+            ]  # fmt: skip
+            subprocess.run(command, cwd=ROOT, capture_output=True, check=True)
+            dump = max(directory.glob(out.name + "*"), key=lambda p: p.stat().st_mtime)
+            annotated = subprocess.run(
+                ["callgrind_annotate", str(dump)], capture_output=True, text=True, check=True
+            ).stdout
+            total = next(int(line.split()[0].replace(",", "")) for line in annotated.splitlines()
+                         if "PROGRAM TOTALS" in line)  # fmt: skip
+            result[kind][f"{step}_instructions"] = round(total / ADMISSION_CALLS)
+    return result
+
+
 def admission_cost() -> dict[str, Any]:
     """In-process CPU of the admission logic alone (best of several runs, so machine noise
     mostly drops out), next to the JSON parse that the floor does too."""
@@ -660,6 +718,7 @@ async def run_bench(instructions: bool = False) -> dict[str, Any]:
                 for wrk_load in wrk_loads:
                     results[wrk_load.name]["saturation_wrk"] = wrk_load.report()
         counts: dict[str, int] = {}
+        in_process: dict[str, dict[str, int]] = {}
         tools = ("valgrind", "callgrind_control", "callgrind_annotate", "wrk")
         if instructions and not all(shutil.which(tool) for tool in tools):
             print(f"--instructions needs {', '.join(tools)} on the PATH; skipped", file=sys.stderr)
@@ -670,6 +729,7 @@ async def run_bench(instructions: bool = False) -> dict[str, Any]:
                     instructions_per_request, name, command, port, script, log
                 )
                 counts[name] = round(per_request)
+            in_process = await asyncio.to_thread(admission_instructions, cert_dir)
     sizes = {kind: len(bodies[0]) for kind, bodies in payloads().items()}
     webhook, floor = results["webhook"], results["floor"]
     # The figure compared with the target: wrk's when it ran (the server saturates, not the client).
@@ -703,6 +763,7 @@ async def run_bench(instructions: bool = False) -> dict[str, Any]:
         "admission_cost_in_process": cost,
         "results": results,
         "instructions_per_request": counts or None,
+        "admission_instructions_in_process": in_process or None,
         "targets": targets,
         "met": {
             "p99": webhook["fixed_rate"]["all"]["p99_ms"] <= TARGET_P99_MS,
@@ -738,6 +799,9 @@ def table(report: dict[str, Any]) -> str:
             rows.append(f"{label:30}{floor[method][key]:>12}{hook[method][key]:>12}")
     if counts := report["instructions_per_request"]:
         rows.append(f"{'instructions/request':30}{counts['floor']:>12}{counts['webhook']:>12}")
+    for kind, count in (report.get("admission_instructions_in_process") or {}).items():
+        label = f"in-process instr. {kind}"
+        rows.append(f"{label:30}{count['floor_instructions']:>12}{count['admit_instructions']:>12}")
     for kind, cost in report["admission_cost_in_process"].items():
         label = f"in-process us {kind}"
         rows.append(f"{label:30}{cost['json_parse_us']:>12}{cost['admit_us']:>12}")
@@ -762,12 +826,16 @@ def table(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve-floor", nargs=2, metavar=("PORT", "CERT_DIR"))
+    parser.add_argument("--count-admission", nargs=2, metavar=("KIND", "STEP"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions per request under callgrind"
     )
     args = parser.parse_args()
     if args.serve_floor:
         serve_floor(int(args.serve_floor[0]), Path(args.serve_floor[1]))
+        return
+    if args.count_admission:
+        count_admission(*args.count_admission)
         return
     report = asyncio.run(run_bench(instructions=args.instructions))
     OUT.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))

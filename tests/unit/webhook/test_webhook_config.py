@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -134,6 +135,15 @@ def test_json_log_lines_carry_extra_fields() -> None:
     assert line["warnings"] == ["phalanx: a"]
     assert line["path"] == "/x"
     assert line["ts"].endswith("+00:00")
+
+
+def test_json_log_timestamps_match_isoformat_across_seconds() -> None:
+    formatter = JsonFormatter()
+    for created in (1_700_000_000.0, 1_700_000_000.9996, 1_700_000_001.0004, 1_700_000_000.5):
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+        record.created = created
+        expected = datetime.fromtimestamp(created, tz=UTC).isoformat(timespec="milliseconds")
+        assert orjson.loads(formatter.format(record))["ts"] == expected
 
 
 def test_configure_logging_json_and_exceptions(monkeypatch: pytest.MonkeyPatch) -> None:
