@@ -68,6 +68,8 @@ class Store:
     _assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
     _holds: dict[GangKey, Hold] = field(default_factory=dict)
+    # Pods whose gate this process removed (the PATCH succeeded) that the informer still shows gated.
+    _lifted: set[str] = field(default_factory=set)
     # The admission of a PodGroup deleted while its gang lived: a PodGroup made again carries it.
     deleted_admissions: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Queues and namespace default queues (fed by controller/api/queue_feed.py).
@@ -132,6 +134,17 @@ class Store:
         status = {k: v for k, v in {**current.status, **written}.items() if v is not None}
         self.podgroups[record.rt][record.key] = replace(current, status=status)
 
+    def assume_lifted(self, uid: str) -> None:
+        """This process removed the pod's gate. A gate never comes back, so the pod shows ungated
+        from now on: a pass that runs before the informer delivers the change must not lift it again
+        (under a 512-pod lift, a third of the members were otherwise patched twice)."""
+        pod = self.pods.get(uid)
+        if pod is None:
+            return
+        if pod.gated:
+            self._lifted.add(uid)
+            self.pods[uid] = replace(pod, gated=False)
+
     # ---- room held for preemptors --------------------------------------------------------------
     def hold(self, key: GangKey, placement: Mapping[str, str | None], at: float) -> None:
         self._holds[key] = Hold(dict(placement), at)
@@ -183,6 +196,11 @@ class Store:
             self._changed(key)
             return
         self.invalid_pods.pop(pod.uid, None)
+        if pod.uid in self._lifted:
+            if pod.gated:  # written before the lift this process already made
+                pod = replace(pod, gated=False)
+            else:
+                self._lifted.discard(pod.uid)
         old = self.pods.get(pod.uid)
         key = self._index_pod(pod)
         if key is not None:
@@ -194,6 +212,7 @@ class Store:
     def delete_pod(self, raw: JSON) -> None:
         uid = uid_of(raw)
         self.invalid_pods.pop(uid, None)
+        self._lifted.discard(uid)
         pod = self.pods.pop(uid, None)
         if pod is None:
             return

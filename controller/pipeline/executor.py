@@ -112,6 +112,7 @@ class Executor:
                     }
                 }
             await self.kube.patch(PODS, pod.namespace, pod.name, {"spec": spec}, patch_type="strategic")
+            self.store.assume_lifted(pod.uid)
             done_at.append(time.perf_counter())
 
         targets = [p for p in members if p.gated and not p.terminating]

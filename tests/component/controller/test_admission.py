@@ -208,6 +208,22 @@ async def test_lifting_keeps_other_systems_gates(h: Harness) -> None:
     assert gates_of(h.pod("g-0")) == [FOREIGN]
 
 
+async def test_a_pass_before_the_informer_shows_the_lift_does_not_lift_again(h: Harness) -> None:
+    h.kube.seed(r.PODS, *gang(5))
+    h.sync()
+    await h.reconcile()
+    assert len(h.kube.writes_to(r.PODS, "patch")) == 5
+
+    mark = h.mark()
+    h.sync(r.PODGROUPS)  # the admission record is seen; the pods' lifts are not yet
+    await h.reconcile()
+    h.sync()
+    await h.reconcile()
+
+    assert [w for w in h.writes_since(mark) if w.rt == r.PODS] == []
+    assert not h.store._lifted  # every lift confirmed by the informer
+
+
 async def test_restart_finishes_a_half_lifted_admission(h: Harness) -> None:
     """A PodGroup records an admission but only 2 of 5 gates were lifted before a crash."""
     members = gang(5)
