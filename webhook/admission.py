@@ -12,7 +12,7 @@ from typing import NamedTuple
 from shared.jsonread import obj, text
 from shared.workloads import KINDS, POD
 from webhook.metrics import WebhookMetrics
-from webhook.mutate import Mutation, MutationConfig, Outcome, mutate, request_gvk
+from webhook.mutate import Mutation, MutationConfig, Outcome, mutate_request, request_gvk
 from webhook.review import OPERATIONS, Review, ReviewError, encode_response, parse_review
 
 log = logging.getLogger("phalanx.webhook")
@@ -45,12 +45,13 @@ class Admitter:
             log.exception("unreadable admission request")
             return self.bad_request(400, "could not read the AdmissionReview", started)
         request = review.request
-        kind = request_gvk(request)[2]
+        gvk = request_gvk(request)
+        kind = gvk[2]
         operation = text(request.get("operation"))
         try:
-            mutation = mutate(review.request, self._config)
+            mutation = mutate_request(request, operation, gvk, self._config)
             answer = Answer(200, _encode(review, mutation))
-            outcome = mutation.outcome.value
+            outcome = str(mutation.outcome)  # a StrEnum's str() is its value, cheaper than .value
         except Exception as err:
             # failurePolicy is Fail: refusing is the safe answer to a bug; the traceback is logged.
             log.exception("phalanx internal error", extra={"uid": review.uid, "kind": kind})

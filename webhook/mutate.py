@@ -55,7 +55,8 @@ class MutationConfig:
     excluded_namespaces: frozenset[str] = DEFAULT_EXCLUDED_NAMESPACES
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made on every request, and a frozen dataclass's __init__ costs twice as much.
+@dataclass(slots=True)
 class Mutation:
     outcome: Outcome
     ops: list[JsonPatchOp] = field(default_factory=list)
@@ -76,8 +77,11 @@ def request_gvk(request: Mapping[str, Any]) -> GVK:
 
 def mutate(request: Mapping[str, Any], config: MutationConfig) -> Mutation:
     """Decide the patch for one AdmissionRequest (the ``request`` member of an AdmissionReview)."""
-    operation = text(request.get("operation"))
-    gvk = request_gvk(request)
+    return mutate_request(request, text(request.get("operation")), request_gvk(request), config)
+
+
+def mutate_request(request: Mapping[str, Any], operation: str, gvk: GVK, config: MutationConfig) -> Mutation:
+    """``mutate``, for a caller that has read the request's operation and kind already."""
     if operation == "UPDATE" and gvk == STATEFULSET and not text(request.get("subResource")):
         return _keep_parallel(request, config)
     if operation != "CREATE":
@@ -119,7 +123,11 @@ def _finish(builder: PatchBuilder, warnings: list[str], group: str | None) -> Mu
 
 
 def _has_gate(gates: Any) -> bool:
-    return isinstance(gates, list) and any(isinstance(g, dict) and g.get("name") == c.GATE for g in gates)
+    if isinstance(gates, list):
+        for gate in gates:  # a loop, not any() over a generator: this runs for every pod
+            if isinstance(gate, dict) and gate.get("name") == c.GATE:
+                return True
+    return False
 
 
 class _Template(NamedTuple):
@@ -441,10 +449,10 @@ def _mutate_pod(pod: dict[str, Any], config: MutationConfig) -> Mutation:
         if not _has_gate(spec.get("schedulingGates")):
             builder.append(("spec", "schedulingGates"), {"name": c.GATE})
             warnings.append(f"phalanx: pod joins gang {link.name!r} (from {link.source}) at gate {c.GATE}")
-        before = len(builder.ops)
-        builder.set(("metadata", "labels", c.POD_GROUP_LABEL), link.name)
-        if len(builder.ops) > before and not warnings:
-            warnings.append(f"phalanx: pod labelled {c.POD_GROUP_LABEL}={link.name} (from {link.source})")
+        if labels.get(c.POD_GROUP_LABEL) != link.name:  # a pod from a gated template has it
+            builder.set(("metadata", "labels", c.POD_GROUP_LABEL), link.name)
+            if not warnings:
+                warnings.append(f"phalanx: pod labelled {c.POD_GROUP_LABEL}={link.name} (from {link.source})")
         warnings += _rewrite_scheduler(builder, spec, config, "")
     except ShapeError as err:
         warning = f"phalanx: {err}; pod is not gang-scheduled"

@@ -162,7 +162,7 @@ def test_internal_error_refuses_and_is_counted(
     def broken(*args: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("webhook.admission.mutate", broken)
+    monkeypatch.setattr("webhook.admission.mutate_request", broken)
     metrics = WebhookMetrics()
     status, answer = admit(review(request(job())), metrics)
     assert status == 200
