@@ -277,6 +277,21 @@ def test_controller_killed_mid_admission_finishes_every_gang(
     assert torn >= 1, "no kill landed in the middle of a gate lift"
 
 
+def test_a_large_gang_has_each_gate_lifted_once(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    """The pass after an admission often runs before the watch has delivered the lifts; it must
+    not take the members it still sees gated for a half-finished admission and patch them again."""
+    pool.add(24, gpus=8)
+    apply(cluster, gang_namespace, pooled_job("wide", 192, pool))
+    eventually(lambda: count_bound(cluster, gang_namespace, "wide") == 192, 60, what="192 bound together")
+    log = (phalanx.dir / "controller.log").read_text()
+    lifted_again = [
+        line for line in log.splitlines() if "half-lifted" in line and f"{gang_namespace}/wide" in line
+    ]
+    assert lifted_again == []
+
+
 def admissions(metrics_text: str) -> float:
     for line in metrics_text.splitlines():
         if line.startswith("phalanx_admissions_total "):
