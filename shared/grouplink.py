@@ -13,9 +13,8 @@ from typing import NamedTuple
 from shared import constants
 
 
-class GroupLink(
-    NamedTuple
-):  # a tuple: made for every pod the webhook admits, and cheaper than a frozen dataclass
+# A tuple: one is made for every pod the webhook admits, and cheaper than a frozen dataclass.
+class GroupLink(NamedTuple):
     """A resolved link: the PodGroup's name and the key it was read from (for messages)."""
 
     name: str

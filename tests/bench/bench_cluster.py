@@ -14,7 +14,7 @@ concurrently by this client), measured from the client's side through a pod watc
   Phalanx's gate, so that the API server does the same work (RBAC, the admission policies that let
   only the controller lift that gate) -- the ceiling for Phalanx's own gate-lift rate, measured
   before and after each 512-pod gang; and once as the cluster admin removing another gate, which no
-  policy checks (what those policies cost);
+  policy checks (what the controller's identity and those policies cost);
 - *lift rate at the controller*: members over the controller's own ``admission_latency`` for the
   gang (from its first gate-lift request to the last answer), timed the way the raw rate is, at the
   client that sends the patches. The *lift rate* beside it is seen through this client's watch
@@ -282,7 +282,7 @@ async def measure(cluster: LocalCluster, phalanx: Phalanx) -> dict[str, Any]:
     as_controller = await KubeClient.connect(str(phalanx.controller_kubeconfig()), CONCURRENCY)
     try:
         # Another gate, removed by the cluster admin: no admission policy applies. Its ratio to the
-        # controller-identity rate is what those policies cost the API server.
+        # controller-identity rate is what that identity (ServiceAccount, RBAC) and the policies cost.
         admin_rate = await raw_patch_rate(kube)
         raw_rates: list[float] = []
         gangs: dict[str, Any] = {}

@@ -39,6 +39,22 @@ def eight_on_five_free() -> FakeKube:
     return kube
 
 
+def with_a_queue() -> FakeKube:
+    """``eight_on_five_free`` with the gang "small" in a queue of 4 GPUs (limit 8)."""
+    kube = eight_on_five_free()
+    kube.seed(
+        r.QUEUES,
+        {
+            "apiVersion": r.QUEUES.api_version,
+            "kind": "Queue",
+            "metadata": {"name": "research"},
+            "spec": {"resources": {c.GPU_RESOURCE: {"quota": 4, "limit": 8}}},
+        },
+    )
+    kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
+    return kube
+
+
 async def state_of(kube: FakeKube) -> ClusterState:
     return await load(kube, T0, config=CONFIG)
 

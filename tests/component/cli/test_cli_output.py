@@ -19,7 +19,7 @@ from controller.cli import audit, report
 from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, main
 from controller.cli.cluster import STATEFULSETS
 from shared import constants as c
-from tests.component.cli.scenario import eight_on_five_free, job
+from tests.component.cli.scenario import eight_on_five_free, job, with_a_queue
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, T0, namespace, pod
 
@@ -31,21 +31,6 @@ def expected(name: str) -> str:
 
 
 # ---- clusters -------------------------------------------------------------------------------------
-
-
-def with_a_queue() -> FakeKube:
-    kube = eight_on_five_free()
-    kube.seed(
-        r.QUEUES,
-        {
-            "apiVersion": r.QUEUES.api_version,
-            "kind": "Queue",
-            "metadata": {"name": "research"},
-            "spec": {"resources": {c.GPU_RESOURCE: {"quota": 4, "limit": 8}}},
-        },
-    )
-    kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
-    return kube
 
 
 def with_an_unsized_gang() -> FakeKube:

@@ -10,7 +10,7 @@ from controller.cli import audit, report, targets
 from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES, controller_settings
 from controller.core.model import GangKey
 from shared import constants as c
-from tests.component.cli.scenario import eight_on_five_free, job, state_of
+from tests.component.cli.scenario import eight_on_five_free, job, state_of, with_a_queue
 from tests.component.controller.harness import NS, gang, namespace, pod
 
 
@@ -121,18 +121,7 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
 
 
 async def test_top_reports_queues_as_the_planning_pass_sees_them() -> None:
-    kube = eight_on_five_free()
-    kube.seed(
-        r.QUEUES,
-        {
-            "apiVersion": r.QUEUES.api_version,
-            "kind": "Queue",
-            "metadata": {"name": "research"},
-            "spec": {"resources": {c.GPU_RESOURCE: {"quota": 4, "limit": 8}}},
-        },
-    )
-    kube.mutate(r.PODGROUPS, NS, "small", lambda pg: pg["spec"].update(queue="research"))
-    state = await state_of(kube)
+    state = await state_of(with_a_queue())
     data = report.top_data(state, None)
     assert {r["name"]: r["queue"] for r in data["gangs"]} == {"small": "research", "big": None}
     [queue] = data["queues"]

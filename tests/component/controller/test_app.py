@@ -20,6 +20,7 @@ from controller.runtime.config import ControllerSettings
 from shared import constants as c
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import Harness, gang, gates_of, namespace, node, until
+from tests.settings_help import help_text
 
 
 def free_port() -> int:
@@ -273,16 +274,6 @@ def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[st
 
 def test_help_lists_every_setting_with_its_description(capsys: pytest.CaptureFixture[str]) -> None:
     from controller.__main__ import parse_settings
-    from shared.cli import flag
 
-    with pytest.raises(SystemExit) as exited:
-        parse_settings(["--help"])
-    assert exited.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    unwrapped = "".join(out.split())  # ... also after a hyphen
-    for name, field in ControllerSettings.model_fields.items():
-        assert field.description, f"{name} has no description for --help"
-        assert f"{flag(name)} " in out
-        assert "".join(field.description.split()) in unwrapped
-        assert f"PHALANX_CONTROLLER_{name.upper()}" in out
+    out = help_text(parse_settings, ControllerSettings, "PHALANX_CONTROLLER_", capsys)
     assert "--no-leader-election" in out

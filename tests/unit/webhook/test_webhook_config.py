@@ -12,8 +12,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared.cli import flag
 from shared.logging import JsonFormatter, configure_logging
+from tests.settings_help import help_text
 from webhook.__main__ import main, parse_settings
 from webhook.config import WebhookSettings
 from webhook.mutate import DEFAULT_EXCLUDED_NAMESPACES
@@ -108,16 +108,7 @@ def test_the_flags_the_deployment_passes_parse() -> None:
 
 
 def test_help_lists_every_setting_with_its_description(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        parse_settings(["--help"])
-    assert exited.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    unwrapped = "".join(out.split())  # ... also after a hyphen
-    for name, field in WebhookSettings.model_fields.items():
-        assert field.description, f"{name} has no description for --help"
-        assert f"{flag(name)} " in out
-        assert "".join(field.description.split()) in unwrapped
-        assert f"PHALANX_WEBHOOK_{name.upper()}" in out
+    out = help_text(parse_settings, WebhookSettings, "PHALANX_WEBHOOK_", capsys)
     assert "--no-log-json" in out
     assert "(default: kai-scheduler,scheduler-plugins-scheduler,volcano)" in out
 
