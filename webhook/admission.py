@@ -12,8 +12,8 @@ from typing import NamedTuple
 from shared.jsonread import obj, text
 from shared.workloads import KINDS, POD
 from webhook.metrics import WebhookMetrics
-from webhook.mutate import Mutation, MutationConfig, Outcome, mutate_request, request_gvk
-from webhook.review import OPERATIONS, Review, ReviewError, encode_response, parse_review
+from webhook.mutate import Mutation, MutationConfig, Outcome, mutate_request
+from webhook.review import Review, ReviewError, encode_response, parse_review
 
 log = logging.getLogger("phalanx.webhook")
 
@@ -44,12 +44,9 @@ class Admitter:
         except Exception:  # without a uid there is no AdmissionReview to answer with
             log.exception("unreadable admission request")
             return self.bad_request(400, "could not read the AdmissionReview", started)
-        request = review.request
-        gvk = request_gvk(request)
-        kind = gvk[2]
-        operation = text(request.get("operation"))
+        kind, operation = review.gvk[2], review.operation
         try:
-            mutation = mutate_request(request, operation, gvk, self._config)
+            mutation = mutate_request(review.request, operation, review.gvk, self._config)
             answer = Answer(200, _encode(review, mutation))
             outcome = str(mutation.outcome)  # a StrEnum's str() is its value, cheaper than .value
         except Exception as err:
@@ -61,7 +58,7 @@ class Admitter:
             outcome = "error"
         self._metrics.count(
             kind if kind in KIND_LABELS else "other",
-            operation if operation in OPERATIONS else "other",
+            operation,  # parse_review checked it is one of OPERATIONS
             outcome,
             len(mutation.ops) if mutation else 0,
         )

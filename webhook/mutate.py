@@ -413,6 +413,8 @@ def _gate_template(
 def _ungrouped_pod(pod: dict[str, Any], spec: dict[str, Any], config: MutationConfig) -> Mutation:
     """Not in a gang, but naming a gang scheduler that is not installed (a KAI quickstart pod, a
     Deployment written for Volcano): it would stay Pending forever, so it goes to the default one."""
+    if text(spec.get("schedulerName")) not in config.foreign_schedulers:
+        return Mutation(Outcome.SKIPPED, reason="pod has no group link")  # nearly always
     builder = PatchBuilder(pod)
     try:
         warnings = _rewrite_scheduler(builder, spec, config, "")
@@ -443,13 +445,18 @@ def _mutate_pod(pod: dict[str, Any], config: MutationConfig) -> Mutation:
     if denial := check_annotations(annotations, "pod") or check_group_name(link.name, link.source):
         return Mutation(Outcome.REJECTED, reason=denial)
 
+    gated = _has_gate(spec.get("schedulingGates"))
+    labelled = labels.get(c.POD_GROUP_LABEL) == link.name
+    if gated and labelled and text(spec.get("schedulerName")) not in config.foreign_schedulers:
+        # A pod from a template the webhook gated: nearly every pod it sees, and nothing to do.
+        return Mutation(Outcome.UNCHANGED, group=link.name)
     builder = PatchBuilder(pod)
     warnings: list[str] = []
     try:
-        if not _has_gate(spec.get("schedulingGates")):
+        if not gated:
             builder.append(("spec", "schedulingGates"), {"name": c.GATE})
             warnings.append(f"phalanx: pod joins gang {link.name!r} (from {link.source}) at gate {c.GATE}")
-        if labels.get(c.POD_GROUP_LABEL) != link.name:  # a pod from a gated template has it
+        if not labelled:  # a pod from a gated template has it
             builder.set(("metadata", "labels", c.POD_GROUP_LABEL), link.name)
             if not warnings:
                 warnings.append(f"phalanx: pod labelled {c.POD_GROUP_LABEL}={link.name} (from {link.source})")

@@ -12,7 +12,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from shared.workloads import GVK
 from webhook.patch import JsonPatchOp
+from webhook.podview import NotJson, pod_review
 
 REVIEW_KIND = "AdmissionReview"
 # v1beta1 has the same shape; API servers before 1.22 may still send it.
@@ -29,12 +31,16 @@ class Review(NamedTuple):  # a tuple: made on every request, and cheaper than a 
     kind: str
     uid: str
     request: dict[str, Any]
+    operation: str  # one of OPERATIONS
+    gvk: GVK  # the object's (group, version, kind); the kind is never empty
 
 
 def parse_review(body: bytes | bytearray) -> Review:
     try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as err:
+        doc = pod_review(body)  # a pod's review: only the fields the webhook reads
+        if doc is None:
+            doc = orjson.loads(body)
+    except (NotJson, orjson.JSONDecodeError) as err:
         raise ReviewError(f"body is not valid JSON: {err}") from None
     if not isinstance(doc, dict):
         raise ReviewError("body is not a JSON object")
@@ -49,22 +55,25 @@ def parse_review(body: bytes | bytearray) -> Review:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise ReviewError("request.uid must be a non-empty string")
-    _check_request(request)
-    return Review(api_version, REVIEW_KIND, uid, request)
+    operation, gvk = _check_request(request)
+    return Review(api_version, REVIEW_KIND, uid, request, operation, gvk)
 
 
-def _check_request(request: dict[str, Any]) -> None:
+def _check_request(request: dict[str, Any]) -> tuple[str, GVK]:
     """What the API server always sends: an operation, the object's kind, and the object itself."""
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise ReviewError(f"request.operation must be one of {', '.join(sorted(OPERATIONS))}")
     kind = request.get("kind")
-    if not (isinstance(kind, dict) and isinstance(kind.get("kind"), str) and kind["kind"]):
+    if not isinstance(kind, dict) or not isinstance(name := kind.get("kind"), str) or not name:
         raise ReviewError("request.kind must be an object with a kind (group, version, kind)")
     # DELETE carries the object as oldObject only; Phalanx is never registered for it.
     field = "oldObject" if operation == "DELETE" else "object"
     if not isinstance(request.get(field), dict):
         raise ReviewError(f"request.{field} must be an object for {operation}")
+    group, version = kind.get("group"), kind.get("version")
+    gvk = (group if type(group) is str else "", version if type(version) is str else "", name)
+    return operation, gvk
 
 
 def encode_response(
