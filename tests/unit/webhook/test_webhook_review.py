@@ -30,6 +30,8 @@ def _without(key: str) -> dict[str, Any]:
         (b"", "not valid JSON"),
         (b"{", "not valid JSON"),
         (b"\xff\xfe", "not valid JSON"),
+        (b'{"kind":"Pod",', "not valid JSON"),  # read by the pod view (webhook/podview.py) first
+        (orjson.dumps(review(request(pod())))[:-2], "not valid JSON"),
         (b"[]", "not a JSON object"),
         (b'{"kind": "Pod"}', "kind must be AdmissionReview"),
         (b'{"kind": "AdmissionReview", "apiVersion": "v1"}', "apiVersion must be"),
@@ -53,6 +55,12 @@ def _without(key: str) -> dict[str, Any]:
 def test_parse_refuses_what_is_not_a_review(body: bytes, message: str) -> None:
     with pytest.raises(ReviewError, match=message):
         parse_review(body)
+
+
+def test_parse_takes_a_body_read_in_pieces() -> None:
+    """A body that arrived in several reads is a bytearray (webhook/body.py)."""
+    parsed = parse_review(bytearray(orjson.dumps(review(request(pod(), uid="u")))))
+    assert (parsed.uid, parsed.operation, parsed.gvk) == ("u", "CREATE", ("", "v1", "Pod"))
 
 
 def test_parse_accepts_v1beta1_and_echoes_it() -> None:
