@@ -1,8 +1,8 @@
 """The one module that talks to the API server.
 
-A thin, typed adapter over kubernetes-asyncio's authenticated transport that sends and returns
-plain JSON dicts (parsed with orjson), so the rest of the controller never sees generated model
-classes -- they are slow to build and hide fields. Everything else depends on the ``Kube``
+A thin, typed adapter over an authenticated transport (controller/api/transport.py) that sends and
+returns plain JSON dicts (parsed with orjson), so the rest of the controller never sees generated
+model classes -- they are slow to build and hide fields. Everything else depends on the ``Kube``
 Protocol, so tests can swap in a fake.
 """
 
@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from controller.api import transport
 from controller.api.resources import ResourceType
 
 log = logging.getLogger(__name__)
@@ -91,21 +88,6 @@ class Kube(Protocol):
     async def served(self, rt: ResourceType) -> bool: ...
 
 
-def _read_environment_once(api: client.ApiClient) -> None:
-    """kubernetes-asyncio opens its aiohttp session with ``trust_env=True``: aiohttp then looks up
-    ~/.netrc and the proxy environment in a worker thread on *every* request -- two thread-pool
-    hops that cost about as much client CPU as the request itself (a gang's gate lifts go out
-    hundreds at a time). The environment does not change while the process runs, so the proxy it
-    names for the API server is read once, here, and the per-request lookups are turned off
-    (client-go, too, reads the proxy environment once and never reads netrc)."""
-    rest = api.rest_client
-    if rest.proxy is None:
-        url = urlsplit(api.configuration.host)
-        if url.hostname and not urllib.request.proxy_bypass_environment(url.hostname):
-            rest.proxy = urllib.request.getproxies_environment().get(url.scheme)
-    rest.pool_manager._trust_env = False
-
-
 def _error(status: int, body: bytes) -> ApiError:
     try:
         parsed = orjson.loads(body)
@@ -119,28 +101,21 @@ WATCH_CONNECTIONS = 32
 
 
 class KubeClient:
-    """``Kube`` over kubernetes-asyncio (kubeconfig or in-cluster service account)."""
+    """``Kube`` over a ``transport.Transport`` (kubeconfig or in-cluster service account)."""
 
-    def __init__(self, api: client.ApiClient, list_page_size: int = 1000) -> None:
-        self._api = api
+    def __init__(self, sender: transport.Transport, list_page_size: int = 1000) -> None:
+        self._transport = sender
         self._page = list_page_size
-        _read_environment_once(api)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, qps_connections: int = 100) -> KubeClient:
-        configuration = client.Configuration()
-        if kubeconfig:
-            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         # Gate lifts go out concurrently, and every informer's watch holds a connection of its own
         # for as long as it runs: a pool only as large as the patch concurrency would let the
         # watches starve every other request (with --patch-concurrency 1, nothing was ever lifted).
-        configuration.connection_pool_maxsize = qps_connections + WATCH_CONNECTIONS
-        return cls(client.ApiClient(configuration))
+        return cls(await transport.connect(kubeconfig, qps_connections + WATCH_CONNECTIONS))
 
     async def close(self) -> None:
-        await self._api.close()
+        await self._transport.close()
 
     async def _request(
         self,
@@ -150,32 +125,20 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = 30.0,
-    ) -> Any:
+    ) -> aiohttp.ClientResponse:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
         try:
-            response = await self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=timeout,
-            )
-        except ApiException as err:
-            raw = err.body if isinstance(err.body, bytes) else str(err.body or err.reason).encode()
-            raise _error(int(err.status or 0), raw) from None
+            response = await self._transport.request(method, path, query or [], body, headers, timeout)
         except (aiohttp.ClientError, TimeoutError) as err:
             # No answer at all: an ApiError too, so that callers handling one gang's failure (retry
             # it with backoff) do not abort the whole pass over a network blip.
             raise ApiError(0, "Unreachable", f"{method} {path}: {type(err).__name__}: {err}") from err
-        # With _preload_content=False the transport hands back error answers too (a 404 arrives as
-        # a Status body): turn every non-2xx into an ApiError here, once, for every caller.
+        # The transport hands back error answers too (a 404 arrives as a Status body): turn every
+        # non-2xx into an ApiError here, once, for every caller.
         if not 200 <= response.status < 300:
-            body = await response.read()
+            data = await response.read()
             response.release()
-            raise _error(response.status, body)
+            raise _error(response.status, data)
         return response
 
     async def _json(self, method: str, path: str, **kwargs: Any) -> JSON:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -11,11 +12,17 @@ from kubernetes_asyncio import client
 
 from controller.api import resources as r
 from controller.api.kube import ApiError, KubeClient
+from controller.api.transport import (
+    TOKEN_REREAD_SECONDS,
+    Endpoint,
+    KubeAsyncioTransport,
+    SessionTransport,
+    Token,
+)
 
 
 def kube_at(url: str) -> KubeClient:
-    configuration = client.Configuration(host=url)
-    return KubeClient(client.ApiClient(configuration))
+    return KubeClient(SessionTransport(Endpoint(url, None), connections=4))
 
 
 @pytest.fixture
@@ -66,22 +73,57 @@ async def test_no_answer_at_all_is_an_api_error_too() -> None:
 
 
 async def test_requests_make_no_per_request_environment_lookups(apiserver: str) -> None:
-    kube = kube_at(apiserver)
+    sender = SessionTransport(Endpoint(apiserver, None), connections=4)
+    fallback = KubeAsyncioTransport(client.ApiClient(client.Configuration(host=apiserver)))
     try:
         # aiohttp would otherwise read ~/.netrc and the proxy variables in a thread per request.
-        assert not kube._api.rest_client.pool_manager.trust_env
+        assert not sender._session.trust_env
+        assert not fallback._api.rest_client.pool_manager.trust_env
     finally:
-        await kube.close()
+        await sender.close()
+        await fallback.close()
 
 
 async def test_the_proxy_environment_is_honoured_once_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     monkeypatch.setenv("NO_PROXY", "internal.example")
-    proxied = kube_at("https://api.example:6443")
-    bypassed = kube_at("https://internal.example:6443")
+    proxied = SessionTransport(Endpoint("https://api.example:6443", None), connections=4)
+    bypassed = SessionTransport(Endpoint("https://internal.example:6443", None), connections=4)
+    fallback = KubeAsyncioTransport(client.ApiClient(client.Configuration(host="https://api.example:6443")))
     try:
-        assert proxied._api.rest_client.proxy == "http://proxy.example:3128"
-        assert bypassed._api.rest_client.proxy is None
+        assert proxied._proxy == "http://proxy.example:3128"
+        assert bypassed._proxy is None
+        assert fallback._api.rest_client.proxy == "http://proxy.example:3128"
     finally:
-        await proxied.close()
-        await bypassed.close()
+        for sender in (proxied, bypassed, fallback):
+            await sender.close()
+
+
+async def test_the_bearer_token_is_sent_and_a_token_file_reread(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return web.json_response({"kind": "Pod"})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    token_file = tmp_path / "token"
+    token_file.write_text("first\n")
+    token = Token(file=token_file)
+    kube = KubeClient(
+        SessionTransport(Endpoint(f"http://127.0.0.1:{runner.addresses[0][1]}", None, token), 4)
+    )
+    try:
+        await kube.get(r.PODS, "team", "x")
+        token_file.write_text("rotated")
+        await kube.get(r.PODS, "team", "x")  # within the re-read interval: the token it has
+        token._read_at -= TOKEN_REREAD_SECONDS
+        await kube.get(r.PODS, "team", "x")
+        assert seen == ["Bearer first", "Bearer first", "Bearer rotated"]
+    finally:
+        await kube.close()
+        await runner.cleanup()
