@@ -74,6 +74,7 @@ class Endpoint:
     tls: ssl.SSLContext | None  # None for plain http (tests only)
     token: Token | None = None
     server_hostname: str | None = None  # kubeconfig tls-server-name
+    proxy: str | None = None  # kubeconfig proxy-url; else the environment's, read once
 
 
 def in_cluster(root: Path = SERVICE_ACCOUNT, env: Mapping[str, str] = os.environ) -> Endpoint:
@@ -111,7 +112,9 @@ def from_kubeconfig(path: str, context_name: str | None = None) -> Endpoint | No
         token = Token(str(user["token"]))
     elif user.get("tokenFile"):
         token = Token(file=base / str(user["tokenFile"]))
-    return Endpoint(server, tls, token, cluster.get("tls-server-name") or None)
+    return Endpoint(
+        server, tls, token, cluster.get("tls-server-name") or None, cluster.get("proxy-url") or None
+    )
 
 
 def _named(config: Mapping[str, Any], section: str, name: Any, key: str) -> dict[str, Any]:
@@ -174,7 +177,7 @@ class SessionTransport:
 
     def __init__(self, endpoint: Endpoint, connections: int) -> None:
         self._endpoint = endpoint
-        self._proxy = _proxy_for(endpoint.server)
+        self._proxy = endpoint.proxy or _proxy_for(endpoint.server)
         # trust_env=False: aiohttp would otherwise look up ~/.netrc and the proxy environment in a
         # worker thread on every request, which cost as much client CPU as the request itself.
         self._session = aiohttp.ClientSession(

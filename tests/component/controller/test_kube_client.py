@@ -21,7 +21,11 @@ from controller.api.transport import (
 )
 
 
-def kube_at(url: str) -> KubeClient:
+def kube_at(url: str, fallback: bool = False) -> KubeClient:
+    """A client of ``url`` on Phalanx's own session, or on kubernetes-asyncio's (exec-plugin
+    kubeconfigs): both must behave alike."""
+    if fallback:
+        return KubeClient(KubeAsyncioTransport(client.ApiClient(client.Configuration(host=url))))
     return KubeClient(SessionTransport(Endpoint(url, None), connections=4))
 
 
@@ -47,8 +51,9 @@ async def apiserver() -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def test_an_error_answer_is_an_api_error_with_its_status(apiserver: str) -> None:
-    kube = kube_at(apiserver)
+@pytest.mark.parametrize("fallback", [False, True])
+async def test_an_error_answer_is_an_api_error_with_its_status(apiserver: str, fallback: bool) -> None:
+    kube = kube_at(apiserver, fallback)
     try:
         with pytest.raises(ApiError) as caught:
             await kube.patch(r.PODS, "team", "x", {"metadata": {"labels": {"a": "b"}}})
@@ -58,11 +63,12 @@ async def test_an_error_answer_is_an_api_error_with_its_status(apiserver: str) -
         await kube.close()
 
 
-async def test_no_answer_at_all_is_an_api_error_too() -> None:
+@pytest.mark.parametrize("fallback", [False, True])
+async def test_no_answer_at_all_is_an_api_error_too(fallback: bool) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    kube = kube_at(f"http://127.0.0.1:{port}")
+    kube = kube_at(f"http://127.0.0.1:{port}", fallback)
     try:
         with pytest.raises(ApiError) as caught:
             await kube.get(r.PODS, "team", "x")
@@ -124,6 +130,37 @@ async def test_the_bearer_token_is_sent_and_a_token_file_reread(tmp_path: Path) 
         token._read_at -= TOKEN_REREAD_SECONDS
         await kube.get(r.PODS, "team", "x")
         assert seen == ["Bearer first", "Bearer first", "Bearer rotated"]
+    finally:
+        await kube.close()
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+async def test_objects_pages_and_watch_events_come_back_as_json(fallback: bool) -> None:
+    """A list followed page by page (the continue token sent back as given) and a watch stream."""
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch"):
+            response = web.StreamResponse()
+            await response.prepare(request)
+            await response.write(b'{"type":"ADDED","object":{"metadata":{"name":"a"}}}\n\n')
+            await response.write(b'{"type":"DELETED","object":{"metadata":{"name":"a"}}}\n')
+            await response.write_eof()
+            return response
+        if request.query.get("continue") == "t+/=":
+            return web.json_response({"items": [{"n": 2}], "metadata": {"resourceVersion": "7"}})
+        return web.json_response({"items": [{"n": 1}], "metadata": {"continue": "t+/="}})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", pods)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    kube = kube_at(f"http://127.0.0.1:{runner.addresses[0][1]}", fallback)
+    try:
+        assert await kube.list(r.PODS) == ([{"n": 1}, {"n": 2}], "7")
+        events = [event["type"] async for event in kube.watch(r.PODS, "7", 5)]
+        assert events == ["ADDED", "DELETED"]
     finally:
         await kube.close()
         await runner.cleanup()

@@ -55,13 +55,18 @@ def test_client_certificate_files_relative_to_the_kubeconfig(tmp_path: Path) -> 
     assert endpoint is not None and endpoint.tls is not None and endpoint.token is None
 
 
-def test_a_token_file_and_insecure_skip_verify(tmp_path: Path) -> None:
+def test_a_token_file_insecure_skip_verify_and_a_proxy(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("from-file\n")
-    cluster = {"server": "https://api.example:6443", "insecure-skip-tls-verify": True}
+    cluster = {
+        "server": "https://api.example:6443",
+        "insecure-skip-tls-verify": True,
+        "proxy-url": "http://proxy.example:3128",
+    }
     endpoint = from_kubeconfig(kubeconfig(tmp_path, cluster, {"tokenFile": "token"}))
     assert endpoint is not None and endpoint.tls is not None and endpoint.token is not None
     assert endpoint.tls.verify_mode is ssl.CERT_NONE
     assert endpoint.token.current() == "from-file"
+    assert endpoint.proxy == "http://proxy.example:3128"
 
 
 @pytest.mark.parametrize(
