@@ -128,7 +128,9 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         try:
-            response = await self._transport.request(method, path, query or [], body, headers, timeout)
+            response = await self._transport.send(
+                transport.Request(method, path, query or [], body, headers, timeout)
+            )
         except (aiohttp.ClientError, TimeoutError) as err:
             # No answer at all: an ApiError too, so that callers handling one gang's failure (retry
             # it with backoff) do not abort the whole pass over a network blip.

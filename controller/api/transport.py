@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -33,16 +33,17 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0
 
 
+class Request(NamedTuple):
+    method: str
+    path: str  # from the API root: /api/v1/pods
+    query: list[tuple[str, str]]
+    body: Any  # JSON-able, or None
+    headers: dict[str, str]
+    timeout: float | None  # seconds for the whole request
+
+
 class Transport(Protocol):
-    async def request(
-        self,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        body: Any,
-        headers: dict[str, str],
-        timeout: float | None,
-    ) -> aiohttp.ClientResponse:
+    async def send(self, request: Request) -> aiohttp.ClientResponse:
         """The response, whatever its status (the caller reads and releases it)."""
         ...
 
@@ -185,25 +186,17 @@ class SessionTransport:
             trust_env=False,
         )
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        body: Any,
-        headers: dict[str, str],
-        timeout: float | None,
-    ) -> aiohttp.ClientResponse:
-        endpoint = self._endpoint
+    async def send(self, request: Request) -> aiohttp.ClientResponse:
+        endpoint, headers = self._endpoint, request.headers
         if endpoint.token is not None:
             headers = {**headers, "Authorization": f"Bearer {endpoint.token.current()}"}
         return await self._session.request(
-            method,
-            endpoint.server + path,
-            params=query or None,
-            data=None if body is None else orjson.dumps(body),
+            request.method,
+            endpoint.server + request.path,
+            params=request.query or None,
+            data=None if request.body is None else orjson.dumps(request.body),
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
+            timeout=aiohttp.ClientTimeout(total=request.timeout),
             proxy=self._proxy,
             server_hostname=endpoint.server_hostname,
         )
@@ -234,28 +227,20 @@ class KubeAsyncioTransport:
         configuration.connection_pool_maxsize = connections
         return cls(client.ApiClient(configuration))
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]],
-        body: Any,
-        headers: dict[str, str],
-        timeout: float | None,
-    ) -> aiohttp.ClientResponse:
+    async def send(self, request: Request) -> aiohttp.ClientResponse:
         from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415
 
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=query,
-                header_params=headers,
-                body=body,
+                request.path,
+                request.method,
+                query_params=request.query,
+                header_params=request.headers,
+                body=request.body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
                 _return_http_data_only=True,
-                _request_timeout=timeout,
+                _request_timeout=request.timeout,
             )
         except ApiException as err:  # raised before sending (a request it cannot encode)
             raise aiohttp.ClientError(f"{err.status} {err.reason}") from err
