@@ -96,8 +96,7 @@ def from_kubeconfig(path: str, context_name: str | None = None) -> Endpoint | No
     plugin, an auth provider or a username and password (for kubernetes-asyncio)."""
     config = yaml.safe_load(Path(path).read_text()) or {}
     base = Path(path).resolve().parent
-    name = context_name or config.get("current-context")
-    context = _named(config, "contexts", name, "context")
+    context = kubeconfig_context(config, context_name)
     cluster = _named(config, "clusters", context.get("cluster"), "cluster")
     user = _named(config, "users", context.get("user"), "user") if context.get("user") else {}
     if any(key in user for key in ("exec", "auth-provider", "username")):
@@ -116,6 +115,11 @@ def from_kubeconfig(path: str, context_name: str | None = None) -> Endpoint | No
     return Endpoint(
         server, tls, token, cluster.get("tls-server-name") or None, cluster.get("proxy-url") or None
     )
+
+
+def kubeconfig_context(config: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
+    """The named context of a parsed kubeconfig, else its current one (ConfigError if absent)."""
+    return _named(config, "contexts", name or config.get("current-context"), "context")
 
 
 def _named(config: Mapping[str, Any], section: str, name: Any, key: str) -> dict[str, Any]:

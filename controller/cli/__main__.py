@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from controller.api.kube import ApiError, KubeClient
+from controller.api.transport import ConfigError, kubeconfig_context
 from controller.cli import audit, report, targets
 from controller.cli.cluster import ClusterState, load
 from controller.cli.render import FORMATS, dump
@@ -34,14 +35,10 @@ def _kubeconfig(given: str | None) -> str:
 def _context_namespace(path: str) -> str:
     """The current context's namespace, as kubectl would use it."""
     try:
-        config = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        context = kubeconfig_context(yaml.safe_load(Path(path).read_text()) or {})
+    except (OSError, yaml.YAMLError, ConfigError):
         return "default"
-    current = config.get("current-context")
-    for context in config.get("contexts") or ():
-        if context.get("name") == current:
-            return str((context.get("context") or {}).get("namespace") or "default")
-    return "default"
+    return str(context.get("namespace") or "default")
 
 
 def _common(parser: argparse.ArgumentParser, before_command: bool) -> None:

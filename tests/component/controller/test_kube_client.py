@@ -99,6 +99,9 @@ async def test_the_proxy_environment_is_honoured_once_at_start(monkeypatch: pyte
     try:
         assert proxied._proxy == "http://proxy.example:3128"
         assert bypassed._proxy is None
+        named = SessionTransport(Endpoint("https://api.example:6443", None, proxy="http://k.example:1"), 4)
+        assert named._proxy == "http://k.example:1"  # the kubeconfig's proxy-url comes first
+        await named.close()
         assert fallback._api.rest_client.proxy == "http://proxy.example:3128"
     finally:
         for sender in (proxied, bypassed, fallback):

@@ -6,7 +6,8 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.cli import flag, settings_from_cli
+from shared.cli import settings_from_cli
+from tests.settings_help import help_text
 
 
 class ToySettings(BaseSettings):
@@ -78,14 +79,6 @@ def test_an_unknown_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_help_lists_every_setting_with_its_description_and_variable(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with pytest.raises(SystemExit) as exited:
-        parse(["--help"])
-    assert exited.value.code == 0
-    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
-    unwrapped = "".join(out.split())  # ... also after a hyphen
+    out = help_text(parse, ToySettings, "TOY_", capsys)
     assert "A toy process." in out
-    for name, field in ToySettings.model_fields.items():
-        assert flag(name) in out
-        assert f"TOY_{name.upper()}" in out
-        assert "".join(str(field.description).split()) in unwrapped
     assert "--no-verbose-mode" in out
