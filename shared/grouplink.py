@@ -45,7 +45,7 @@ def workload_group_name(workload: str, pod_group: str, replica_key: str = "") ->
 
 def workload_ref(spec: Mapping[str, object] | None) -> tuple[str, str, str] | None:
     """``spec.workloadRef`` as (workload, podGroup, podGroupReplicaKey), or None."""
-    ref = (spec or {}).get("workloadRef")
+    ref = spec.get("workloadRef") if spec is not None else None
     if not isinstance(ref, Mapping):
         return None
     workload, pod_group, replica = ref.get("name"), ref.get("podGroup"), ref.get("podGroupReplicaKey")

@@ -14,7 +14,7 @@ import orjson
 
 from shared.workloads import GVK
 from webhook.patch import JsonPatchOp
-from webhook.podview import NotJson, pod_review
+from webhook.view import NotJson, read_view
 
 REVIEW_KIND = "AdmissionReview"
 # v1beta1 has the same shape; API servers before 1.22 may still send it.
@@ -37,7 +37,7 @@ class Review(NamedTuple):  # a tuple: made on every request, and cheaper than a 
 
 def parse_review(body: bytes | bytearray) -> Review:
     try:
-        doc = pod_review(body)  # a pod's review: only the fields the webhook reads
+        doc = read_view(body)  # a pod, Job or MPIJob: only the fields the webhook reads
         if doc is None:
             doc = orjson.loads(body)
     except (NotJson, orjson.JSONDecodeError) as err:

@@ -30,8 +30,10 @@ def _without(key: str) -> dict[str, Any]:
         (b"", "not valid JSON"),
         (b"{", "not valid JSON"),
         (b"\xff\xfe", "not valid JSON"),
-        (b'{"kind":"Pod",', "not valid JSON"),  # read by the pod view (webhook/podview.py) first
+        # Read by the view (webhook/view.py) first: a pod's review and a Job's, cut short.
+        (b'{"request":{"kind":{"group":"","version":"v1","kind":"Pod"},', "not valid JSON"),
         (orjson.dumps(review(request(pod())))[:-2], "not valid JSON"),
+        (orjson.dumps(review(request(job())))[:-2], "not valid JSON"),
         (b"[]", "not a JSON object"),
         (b'{"kind": "Pod"}', "kind must be AdmissionReview"),
         (b'{"kind": "AdmissionReview", "apiVersion": "v1"}', "apiVersion must be"),
