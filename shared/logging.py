@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -46,13 +47,12 @@ class JsonFormatter(logging.Formatter):
             self._second_text = datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
         return f"{self._second_text}.{int((created - second) * 1000):03d}+00:00"
 
+    def entry(self, created: float, level: str, logger: str, msg: str) -> dict[str, Any]:
+        """A line's leading fields; its record's extras follow them."""
+        return {"ts": self._timestamp(created), "level": level, "logger": logger, "msg": msg}
+
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self._timestamp(record.created),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
+        entry = self.entry(record.created, record.levelname, record.name, record.getMessage())
         for key, value in islice(record.__dict__.items(), _OWN_ATTRIBUTES, None):
             if key not in _RECORD_ATTRIBUTES:
                 entry[key] = value
@@ -64,12 +64,74 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+class JsonHandler(logging.StreamHandler[TextIO]):
+    """JSON lines on a stream: what ``configure_logging`` installs, and what ``log_fields`` writes
+    to directly."""
+
+    formatter: JsonFormatter
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(stream)
+        self.setFormatter(JsonFormatter())
+
+    def write_fields(
+        self, created: float, level: int, logger: str, msg: str, fields: Mapping[str, Any]
+    ) -> None:
+        """The line ``format`` makes of a record with these extras, without the record."""
+        entry = self.formatter.entry(created, logging.getLevelName(level), logger, msg)
+        entry.update(fields)
+        line = orjson.dumps(entry, default=str).decode()
+        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            self.stream.write(line + self.terminator)
+            self.stream.flush()
+
+
+def log_fields(
+    logger: logging.Logger, level: int, msg: str, fields: Mapping[str, Any], *, created: float
+) -> None:
+    """``logger.log(level, msg, extra=fields)``, for a line written per request (the webhook's
+    admission log); ``created`` is the ``time.time()`` of the line (shared/ reads no clock).
+
+    Where the record would reach nothing but the JSON handler ``configure_logging`` installed (no
+    filters, no other handler), that handler writes the same line straight away: building the
+    record and passing it through the logger and the handler cost a workload's admission more than
+    its JSON patch did. Otherwise the record goes through ``logging`` as usual."""
+    if not logger.isEnabledFor(level):
+        return
+    handler = _sole_json_handler(logger, level)
+    if handler is None:
+        logger.log(level, msg, extra=dict(fields))
+    else:
+        handler.write_fields(created, level, logger.name, msg, fields)
+
+
+def _sole_json_handler(logger: logging.Logger, level: int) -> JsonHandler | None:
+    """The one handler a record of ``logger`` at ``level`` would reach, if that is a JsonHandler
+    and nothing on the way filters."""
+    if logger.disabled:
+        return None
+    found: JsonHandler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.filters:
+            return None
+        for handler in current.handlers:
+            if found is not None or type(handler) is not JsonHandler or handler.filters:
+                return None
+            if level < handler.level:
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    return found
+
+
 def configure_logging(level: str, json: bool = True) -> None:
     """Send every logger's records to stderr, as JSON lines or (for people at a terminal) text."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler
     if json:
-        handler.setFormatter(JsonFormatter())
+        handler = JsonHandler(sys.stderr)
     else:
+        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
     # Neither format shows threads, processes or call sites; not collecting them makes every
     # record cheaper (the logging HOWTO's "Optimization" section). Tracebacks are unaffected.

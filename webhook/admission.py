@@ -10,6 +10,7 @@ import time
 from typing import NamedTuple
 
 from shared.jsonread import obj, text
+from shared.logging import log_fields
 from shared.workloads import KINDS, POD
 from webhook.metrics import WebhookMetrics
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate_request
@@ -91,10 +92,11 @@ def _log(review: Review, kind: str, mutation: Mutation, elapsed: float) -> None:
         return
     request = review.request
     meta = obj(obj(request.get("object")).get("metadata"))
-    log.log(
+    log_fields(
+        log,
         level,
         "admission",
-        extra={
+        {
             "uid": review.uid,
             "kind": kind,
             "namespace": text(request.get("namespace")) or text(meta.get("namespace")),
@@ -106,4 +108,5 @@ def _log(review: Review, kind: str, mutation: Mutation, elapsed: float) -> None:
             "reason": mutation.reason,
             "duration_ms": round(elapsed * 1000, 3),
         },
+        created=time.time(),
     )
