@@ -197,7 +197,8 @@ def admission_reads(obj: dict[str, Any], gvk: GVK, operation: str, namespace: st
     _check_request(req)
     mutation = mutate_request(req, operation, gvk, CONFIG)
     logger = logging.getLogger("phalanx.webhook")
-    with mock.patch.object(logger, "isEnabledFor", return_value=True), mock.patch("webhook.admission.log_fields"):
+    enabled = mock.patch.object(logger, "isEnabledFor", return_value=True)
+    with enabled, mock.patch("webhook.admission.log_fields"):
         review = Review("admission.k8s.io/v1", "AdmissionReview", "u", req, operation, gvk)
         _log(review, gvk[2], mutation, 0.0)
     return reads
