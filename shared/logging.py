@@ -77,13 +77,21 @@ class JsonHandler(logging.StreamHandler[TextIO]):
     def write_fields(
         self, created: float, level: int, logger: str, msg: str, fields: Mapping[str, Any]
     ) -> None:
-        """The line ``format`` makes of a record with these extras, without the record."""
-        entry = self.formatter.entry(created, logging.getLevelName(level), logger, msg)
-        entry.update(fields)
-        line = orjson.dumps(entry, default=str).decode()
-        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
-            self.stream.write(line + self.terminator)
-            self.stream.flush()
+        """The line ``format`` makes of a record with these extras, without the record; a failure
+        (a closed stream, a broken pipe) is reported as ``emit`` reports it, never raised."""
+        try:
+            entry = self.formatter.entry(created, logging.getLevelName(level), logger, msg)
+            entry.update(fields)
+            line = orjson.dumps(entry, default=str).decode()
+            with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+                self.stream.write(line + self.terminator)
+                self.stream.flush()
+        except RecursionError:  # as StreamHandler.emit
+            raise
+        except Exception:
+            record = logging.LogRecord(logger, level, "", 0, msg, None, None)
+            record.__dict__.update(fields)
+            self.handleError(record)
 
 
 def log_fields(

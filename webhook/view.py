@@ -156,7 +156,11 @@ def read_view(body: bytes | bytearray) -> dict[str, Any] | None:
     kind, decoder = view
     try:
         review = decoder.decode(body)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, RecursionError):
+        # RecursionError: nesting deeper than msgspec follows (Python's recursion limit, less the
+        # stack in use); orjson reads to about 1,000 levels, and an MPIJob's spec keeps unknown
+        # fields. Numbers beyond int64/float64 would also read differently (msgspec keeps big
+        # integers, orjson makes them floats), but the API server re-encodes every number it sends.
         return None
     except msgspec.DecodeError as err:
         raise NotJson(str(err)) from None

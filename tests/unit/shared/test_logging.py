@@ -108,3 +108,20 @@ def test_another_handler_or_a_filter_sees_the_record(
     logger.addFilter(lambda record: record.__dict__.get("kind") != "Job")
     log_fields(logger, logging.INFO, "admission", FIELDS, created=time.time())
     assert len(_lines(stream)) == 1, "the filter was bypassed"
+
+
+class _Broken(io.StringIO):
+    def write(self, text: str) -> int:
+        raise BrokenPipeError("stderr went away")
+
+
+def test_a_failing_stream_is_reported_as_logging_reports_it_never_raised(
+    root_json: tuple[logging.Logger, io.StringIO, JsonHandler], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, _, handler = root_json
+    _alone(logger, handler)
+    handler.setStream(_Broken())
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    log_fields(logger, logging.INFO, "admission", FIELDS, created=time.time())  # does not raise
+    assert [(r.getMessage(), r.__dict__["uid"]) for r in reported] == [("admission", "u-1")]
