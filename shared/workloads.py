@@ -24,6 +24,12 @@ TemplatePath = tuple[str, ...]
 # (API group, version, kind) as in an AdmissionRequest's ``kind``.
 GVK = tuple[str, str, str]
 
+
+def gvk_of(kind: Mapping[str, Any]) -> GVK:
+    """An AdmissionRequest's ``kind`` object as a GVK; a member that is not a string reads as ""."""
+    return text(kind.get("group")), text(kind.get("version")), text(kind.get("kind"))
+
+
 POD: GVK = ("", "v1", "Pod")
 JOB: GVK = ("batch", "v1", "Job")
 STATEFULSET: GVK = ("apps", "v1", "StatefulSet")

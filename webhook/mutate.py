@@ -71,8 +71,7 @@ class Mutation:
 
 
 def request_gvk(request: Mapping[str, Any]) -> GVK:
-    kind = obj(request.get("kind"))
-    return text(kind.get("group")), text(kind.get("version")), text(kind.get("kind"))
+    return workloads.gvk_of(obj(request.get("kind")))
 
 
 def mutate(request: Mapping[str, Any], config: MutationConfig) -> Mutation:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from shared.workloads import GVK
+from shared.workloads import GVK, gvk_of
 from webhook.patch import JsonPatchOp
 from webhook.view import NotJson, read_view
 
@@ -71,9 +71,7 @@ def _check_request(request: dict[str, Any]) -> tuple[str, GVK]:
     field = "oldObject" if operation == "DELETE" else "object"
     if not isinstance(request.get(field), dict):
         raise ReviewError(f"request.{field} must be an object for {operation}")
-    group, version = kind.get("group"), kind.get("version")
-    gvk = (group if type(group) is str else "", version if type(version) is str else "", name)
-    return operation, gvk
+    return operation, gvk_of(kind)
 
 
 def encode_response(
