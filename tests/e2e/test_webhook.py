@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 
 from tests.conftest import NodePool
@@ -90,7 +92,17 @@ def test_a_statefulset_manifest_saying_ordered_ready_can_be_applied_again(
     assert (stored["spec"]["podManagementPolicy"], stored["spec"]["replicas"]) == ("Parallel", 3)
 
 
-def test_mpijob_templates_are_mutated(cluster: LocalCluster, gang_namespace: str) -> None:
+def _admission_lines(phalanx: Phalanx, namespace: str, kind: str) -> list[dict[str, Any]]:
+    """The webhook's admission log lines (JSON, one per patched object) for ``kind`` in ``namespace``."""
+    lines = []
+    for raw in (phalanx.dir / "webhook.log").read_bytes().splitlines():
+        line = orjson.loads(raw) if raw.startswith(b"{") else {}
+        if line.get("msg") == "admission" and (line.get("kind"), line.get("namespace")) == (kind, namespace):
+            lines.append(line)
+    return lines
+
+
+def test_mpijob_templates_are_mutated(cluster: LocalCluster, phalanx: Phalanx, gang_namespace: str) -> None:
     # mpi-operator's own CRD, when an operator test installed it first, serves as well.
     if cluster.kubectl("get", "crd", "mpijobs.kubeflow.org", check=False).returncode != 0:
         cluster.kubectl("apply", "--server-side", "-f", str(MANIFESTS / "mpijob-crd.yaml"))
@@ -113,6 +125,13 @@ def test_mpijob_templates_are_mutated(cluster: LocalCluster, gang_namespace: str
         ]
         == "9"
     )
+    # Read through the webhook's view of an MPIJob review and logged as one JSON line.
+    [line] = _admission_lines(phalanx, gang_namespace, "MPIJob")
+    assert (line["level"], line["object_name"], line["outcome"], line["group"]) == (
+        "INFO", "horovod", "patched", "horovod",
+    )  # fmt: skip
+    assert line["ops"] > 0
+    assert any("pods join gang 'horovod'" in warning for warning in line["warnings"])
 
 
 @pytest.mark.parametrize(
