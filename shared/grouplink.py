@@ -46,7 +46,7 @@ def workload_group_name(workload: str, pod_group: str, replica_key: str = "") ->
 def workload_ref(spec: Mapping[str, object] | None) -> tuple[str, str, str] | None:
     """``spec.workloadRef`` as (workload, podGroup, podGroupReplicaKey), or None."""
     ref = spec.get("workloadRef") if spec is not None else None
-    if not isinstance(ref, Mapping):
+    if ref is None or not isinstance(ref, Mapping):  # None first: nearly always, and no ABC check
         return None
     workload, pod_group, replica = ref.get("name"), ref.get("podGroup"), ref.get("podGroupReplicaKey")
     if not (isinstance(workload, str) and workload and isinstance(pod_group, str) and pod_group):
@@ -74,6 +74,8 @@ def declared_min_available(labels: Mapping[str, str] | None) -> int | None:
 
 
 # Each link's "from ..." for messages, spelled once rather than on every admission.
+_LINK_LABELS = frozenset(constants.GROUP_LINK_LABELS)
+_LINK_ANNOTATIONS = frozenset(constants.GROUP_LINK_ANNOTATIONS)
 _SOURCES = {
     **{key: f"label {key}" for key in constants.GROUP_LINK_LABELS},
     **{key: f"annotation {key}" for key in constants.GROUP_LINK_ANNOTATIONS},
@@ -88,17 +90,21 @@ def resolve(
     """The group link of an object, or None. The canonical label wins, then the foreign forms."""
     labels = labels or {}
     annotations = annotations or {}
-    for key in constants.GROUP_LINK_LABELS:
-        value = labels.get(key)
-        if isinstance(value, str) and value:
-            min_available = None
-            if key == constants.COSCHEDULING_LABEL:
-                min_available = positive_int(labels.get(constants.COSCHEDULING_MIN_AVAILABLE_LABEL))
-            return GroupLink(value, _SOURCES[key], min_available)
-    for key in constants.GROUP_LINK_ANNOTATIONS:
-        value = annotations.get(key)
-        if isinstance(value, str) and value:
-            return GroupLink(value, _SOURCES[key])
+    # Most objects carry no link: one set test each instead of a lookup per link key (the webhook
+    # resolves every object it admits).
+    if not labels.keys().isdisjoint(_LINK_LABELS):
+        for key in constants.GROUP_LINK_LABELS:
+            value = labels.get(key)
+            if isinstance(value, str) and value:
+                min_available = None
+                if key == constants.COSCHEDULING_LABEL:
+                    min_available = positive_int(labels.get(constants.COSCHEDULING_MIN_AVAILABLE_LABEL))
+                return GroupLink(value, _SOURCES[key], min_available)
+    if not annotations.keys().isdisjoint(_LINK_ANNOTATIONS):
+        for key in constants.GROUP_LINK_ANNOTATIONS:
+            value = annotations.get(key)
+            if isinstance(value, str) and value:
+                return GroupLink(value, _SOURCES[key])
     ref = workload_ref(spec)
     if ref is not None:
         return GroupLink(workload_group_name(*ref), "spec.workloadRef")
@@ -111,4 +117,7 @@ def is_truthy(value: object) -> bool:
 
 def skipped(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> bool:
     """True when the object opted out with ``phalanx.io/skip: "true"`` (label or annotation)."""
-    return is_truthy((labels or {}).get(constants.SKIP)) or is_truthy((annotations or {}).get(constants.SKIP))
+    skip = constants.SKIP
+    if (not labels or skip not in labels) and (not annotations or skip not in annotations):
+        return False  # nearly always: no call to is_truthy
+    return is_truthy((labels or {}).get(skip)) or is_truthy((annotations or {}).get(skip))

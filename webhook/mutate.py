@@ -146,9 +146,12 @@ def _templates(kind: WorkloadKind, workload: dict[str, Any]) -> list[_Template]:
         body = get_in(workload, *path)
         if body is None:
             continue
-        meta = obj(get_in(body, "metadata"))
+        if isinstance(body, dict):
+            meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+        else:
+            meta = spec = {}
         labels, annotations = strings(meta.get("labels")), strings(meta.get("annotations"))
-        link = resolve(labels, annotations, obj(get_in(body, "spec")))
+        link = resolve(labels, annotations, spec)
         found.append(_Template(path, ".".join(path), body, labels, annotations, link))
     return found
 
@@ -168,7 +171,7 @@ def _mutate_workload(
         # away again by the operator's next server-side apply.
         return Mutation(Outcome.SKIPPED, reason="made by a LeaderWorkerSet")
     try:
-        return _WorkloadMutation(gvk, kind, workload, config, labels, annotations).run()
+        return _WorkloadMutation(gvk, kind, workload, config, meta, labels, annotations).run()
     except _Rejected as rejected:
         return Mutation(Outcome.REJECTED, reason=str(rejected))
 
@@ -187,13 +190,18 @@ class _WorkloadMutation:
         kind: WorkloadKind,
         workload: dict[str, Any],
         config: MutationConfig,
+        meta: dict[str, Any],
         labels: dict[str, str],
         annotations: dict[str, str],
     ) -> None:
         self.gvk, self.kind, self.workload, self.config = gvk, kind, workload, config
         self.labels, self.annotations = labels, annotations
-        self.name = text(get_in(workload, "metadata", "name"))
-        self.owned = owned_by_workload(obj(workload.get("metadata")))
+        self.name = text(meta.get("name"))
+        self.owned = owned_by_workload(meta)
+        # The workload's settings its pod templates carry (a template's own value wins), in order.
+        settings = {**workload_queue(labels), **annotations}
+        self.copied = {key: settings[key] for key in COPIED_ANNOTATIONS if key in settings}
+        self.declared = declared_min_available(labels)
         self.templates = _templates(kind, workload)
         self.default = resolve(labels, annotations) or next((t.link for t in self.templates if t.link), None)
         if self.default is None and self.name:
@@ -264,7 +272,7 @@ class _WorkloadMutation:
                 template,
                 group=link.name,
                 size=size,
-                workload_annotations={**workload_queue(self.labels), **self.annotations},
+                copied=self.copied,
             )
             rewritten = _rewrite_scheduler(scope, template.body.get("spec"), self.config, template.where)
         except ShapeError as err:
@@ -284,7 +292,7 @@ class _WorkloadMutation:
 
     def _size(self, template: _Template) -> int:
         # The lightweight Coscheduling label carries the gang size itself.
-        size = declared_min_available(template.labels) or declared_min_available(self.labels)
+        size = declared_min_available(template.labels) or self.declared
         if size is None and self.owned:
             # Made by another workload's controller from a template the webhook already sized
             # for the whole gang (mpi-operator's launcher Job): that size stands.
@@ -391,19 +399,18 @@ def _gate_template(
     *,
     group: str,
     size: int,
-    workload_annotations: Mapping[str, str],
+    copied: Mapping[str, str],
 ) -> bool:
-    """Gate, label and annotate one pod template (``builder`` is scoped to it); True if anything
-    had to change."""
+    """Gate, label and annotate one pod template (``builder`` is scoped to it) with the workload's
+    ``copied`` settings; True if anything had to change."""
     before = len(builder.ops)
     if not _has_gate(get_in(template.body, "spec", "schedulingGates")):
         builder.append(("spec", "schedulingGates"), {"name": c.GATE})
     builder.merge(("metadata", "labels"), {c.POD_GROUP_LABEL: group})
     wanted = {c.INFERRED_MIN_MEMBER_ANNOTATION: str(size)}
-    for key in COPIED_ANNOTATIONS:
+    for key, value in copied.items():
         # A value the user wrote on the template itself is more specific than the workload's.
-        value = workload_annotations.get(key)
-        if value is not None and key not in template.annotations:
+        if key not in template.annotations:
             wanted[key] = value
     builder.merge(("metadata", "annotations"), wanted)
     return len(builder.ops) > before

@@ -40,10 +40,11 @@ def pointer(path: Path) -> str:
 
 def _clone(value: Any) -> Any:
     """A private copy of the containers in ``value``, which the builder may extend later."""
+    # Strings (nearly every leaf here) are returned without a call.
     if isinstance(value, dict):
-        return {k: _clone(v) for k, v in value.items()}
+        return {k: v if type(v) is str else _clone(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clone(v) for v in value]
+        return [v if type(v) is str else _clone(v) for v in value]
     return value
 
 
@@ -52,7 +53,11 @@ class PatchBuilder:
 
     Values the patch places are kept as private copies: under an input object, in ``_made``
     by path; under a private object, in that object itself (it is the builder's to change).
+    Each operation walks its path once (the webhook runs a few per object, on the API server's
+    hot path).
     """
+
+    __slots__ = ("_doc", "_made", "_prefix", "ops")
 
     def __init__(
         self, doc: dict[str, Any], *, prefix: Path = (), ops: list[JsonPatchOp] | None = None
@@ -79,13 +84,9 @@ class PatchBuilder:
         """Make the object member at ``path`` equal ``value``, creating missing parent objects."""
         parent, depth, private = self._parent(path)
         if depth < len(path) - 1:
-            # Missing (or null) ancestor: one 'add' of the nested remainder.
-            nested = value
-            for inner in reversed(path[depth + 1 :]):
-                nested = {inner: nested}
-            self._emit("add", path[: depth + 1], nested, parent, private)
+            self._add_nested(path, depth, value, parent, private)
             return
-        current, _ = self._member(parent, path, private)
+        current = self._member(parent, path, private)[0]
         if current is None:
             self._emit("add", path, value, parent, private)
         elif current != value:
@@ -94,29 +95,32 @@ class PatchBuilder:
     def merge(self, path: Path, entries: dict[str, Any]) -> None:
         """Make the object at ``path`` hold ``entries``: one 'add' of them all when it is missing."""
         parent, depth, private = self._parent(path)
-        if depth == len(path) - 1:
-            current, current_private = self._member(parent, path, private)
-            if isinstance(current, dict):
-                for key, value in entries.items():
-                    member = (*path, key)
-                    old, _ = self._member(current, member, current_private)
-                    if old is None:
-                        self._emit("add", member, value, current, current_private)
-                    elif old != value:
-                        self._emit("replace", member, value, current, current_private)
-                return
-            if current is not None:
-                raise ShapeError(self._prefix + path)
-        self.set(path, entries)
+        if depth < len(path) - 1:
+            self._add_nested(path, depth, entries, parent, private)
+            return
+        current, current_private = self._member(parent, path, private)
+        if current is None:
+            self._emit("add", path, entries, parent, private)
+            return
+        if not isinstance(current, dict):
+            raise ShapeError(self._prefix + path)
+        for key, value in entries.items():
+            member = (*path, key)
+            old = self._member(current, member, current_private)[0]
+            if old is None:
+                self._emit("add", member, value, current, current_private)
+            elif old != value:
+                self._emit("replace", member, value, current, current_private)
 
     def append(self, path: Path, item: Any) -> None:
         """Append ``item`` to the array at ``path``, creating the array if it is missing."""
         parent, depth, private = self._parent(path)
-        current, current_private = None, False
-        if depth == len(path) - 1:
-            current, current_private = self._member(parent, path, private)
+        if depth < len(path) - 1:
+            self._add_nested(path, depth, [item], parent, private)
+            return
+        current, current_private = self._member(parent, path, private)
         if current is None:
-            self.set(path, [item])
+            self._emit("add", path, [item], parent, private)
             return
         if not isinstance(current, list):
             raise ShapeError(self._prefix + path)
@@ -129,11 +133,23 @@ class PatchBuilder:
         """The object holding ``path``'s last member as the patch leaves it, its depth, and
         whether it is private; when an ancestor is missing, the deepest existing one instead."""
         node: Any = self._doc
+        child: Any
+        last = len(path) - 1
+        made = self._made
+        if not made:  # nothing placed yet (the first operation of most builders): the input only
+            for depth in range(last):
+                child = node.get(path[depth])
+                if child is None:
+                    return node, depth, False
+                if not isinstance(child, dict):
+                    raise ShapeError(self._prefix + path[: depth + 1])
+                node = child
+            return node, last, False
         private = False
-        for depth in range(len(path) - 1):
-            child: Any = _ABSENT
-            if not private and self._made:
-                child = self._made.get(path[: depth + 1], _ABSENT)
+        for depth in range(last):
+            child = _ABSENT
+            if not private:
+                child = made.get(path[: depth + 1], _ABSENT)
                 private = child is not _ABSENT
             if child is _ABSENT:
                 child = node.get(path[depth])
@@ -142,7 +158,7 @@ class PatchBuilder:
             if not isinstance(child, dict):
                 raise ShapeError(self._prefix + path[: depth + 1])
             node = child
-        return node, len(path) - 1, private
+        return node, last, private
 
     def _member(self, parent: dict[str, Any], path: Path, private: bool) -> tuple[Any, bool]:
         """The value at ``path`` (in ``parent``) and whether it is the builder's own copy."""
@@ -152,9 +168,16 @@ class PatchBuilder:
                 return made, True
         return parent.get(path[-1]), private
 
+    def _add_nested(self, path: Path, depth: int, value: Any, parent: dict[str, Any], private: bool) -> None:
+        """A missing (or null) ancestor at ``depth + 1``: one 'add' of the nested remainder."""
+        for inner in reversed(path[depth + 1 :]):
+            value = {inner: value}
+        self._emit("add", path[: depth + 1], value, parent, private)
+
     def _emit(self, op: str, at: Path, value: Any, parent: dict[str, Any], private: bool) -> None:
         self.ops.append({"op": op, "path": pointer(self._prefix + at), "value": value})
+        copy = value if type(value) is str else _clone(value)
         if private:
-            parent[at[-1]] = _clone(value)
+            parent[at[-1]] = copy
         else:
-            self._made[at] = _clone(value)
+            self._made[at] = copy

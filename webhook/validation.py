@@ -38,8 +38,13 @@ _CHECKS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
 )
 
 
+_CHECKED = frozenset(key for key, _, _ in _CHECKS)
+
+
 def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
     """Phalanx's own annotations must be readable, or the user's intent would be silently lost."""
+    if annotations.keys().isdisjoint(_CHECKED):
+        return None  # most objects set none of them
     for key, valid, expected in _CHECKS:
         value = annotations.get(key)
         if value is not None and not valid(value):
