@@ -131,7 +131,12 @@ class WebhookServer:
         self._watch = asyncio.create_task(self.certs.watch(self.settings.cert_reload_seconds))
         log.info(
             "webhook serving",
-            extra={"address": host, "port": self.admission_port, "health_port": self.health_port},
+            extra={
+                "address": host,
+                "port": self.admission_port,
+                "health_port": self.health_port,
+                "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+            },
         )
 
     async def stop(self) -> None:

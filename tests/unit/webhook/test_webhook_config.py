@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,9 +14,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+import webhook.__main__ as webhook_main
 from shared.logging import JsonFormatter, configure_logging
 from tests.settings_help import help_text
-from webhook.__main__ import main, parse_settings
+from webhook.__main__ import loop_factory, main, parse_settings
 from webhook.config import WebhookSettings
 from webhook.mutate import DEFAULT_EXCLUDED_NAMESPACES
 
@@ -97,6 +100,40 @@ def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[st
     assert err.startswith("phalanx-webhook: invalid settings:\n")
     assert "--log-level / PHALANX_WEBHOOK_LOG_LEVEL: Value error, unknown log level 'loud'" in err
     assert "--port / PHALANX_WEBHOOK_PORT: Input should be less than or equal to 65535" in err
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """main() configures the root logger: put it back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("root_logging")
+@pytest.mark.parametrize(("flags", "loop_module"), [([], "uvloop"), (["--event-loop", "asyncio"], "asyncio")])
+def test_the_webhook_serves_on_uvloop_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], loop_module: str
+) -> None:
+    served_on: list[str] = []
+
+    async def fake_run(settings: WebhookSettings) -> None:
+        served_on.append(type(asyncio.get_running_loop()).__module__.split(".")[0])
+
+    monkeypatch.setattr(webhook_main, "run", fake_run)
+    assert main(flags) == 0
+    assert served_on == [loop_module]
+
+
+def test_without_uvloop_auto_falls_back_and_uvloop_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert loop_factory("asyncio") is None
+    assert loop_factory("auto") is not None  # uvloop is a dependency where it builds
+    monkeypatch.setattr(webhook_main, "uvloop", None)
+    assert loop_factory("auto") is None
+    with pytest.raises(SystemExit, match="uvloop is not installed"):
+        loop_factory("uvloop")
 
 
 def test_the_flags_the_deployment_passes_parse() -> None:
