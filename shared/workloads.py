@@ -27,7 +27,13 @@ GVK = tuple[str, str, str]
 
 def gvk_of(kind: Mapping[str, Any]) -> GVK:
     """An AdmissionRequest's ``kind`` object as a GVK; a member that is not a string reads as ""."""
-    return text(kind.get("group")), text(kind.get("version")), text(kind.get("kind"))
+    group, version, name = kind.get("group"), kind.get("version"), kind.get("kind")
+    # Read on every admission: isinstance inline rather than three calls to text().
+    return (
+        group if isinstance(group, str) else "",
+        version if isinstance(version, str) else "",
+        name if isinstance(name, str) else "",
+    )
 
 
 POD: GVK = ("", "v1", "Pod")

@@ -406,13 +406,19 @@ def _gate_template(
     before = len(builder.ops)
     if not _has_gate(get_in(template.body, "spec", "schedulingGates")):
         builder.append(("spec", "schedulingGates"), {"name": c.GATE})
-    builder.merge(("metadata", "labels"), {c.POD_GROUP_LABEL: group})
+    # A template gated before (one a workload's controller made from a gated template) already
+    # carries the label and annotations: no merge to walk. The maps read here hold only the
+    # template's string values, so a value found equal is equal in the template itself.
+    if template.labels.get(c.POD_GROUP_LABEL) != group:
+        builder.merge(("metadata", "labels"), {c.POD_GROUP_LABEL: group})
     wanted = {c.INFERRED_MIN_MEMBER_ANNOTATION: str(size)}
     for key, value in copied.items():
         # A value the user wrote on the template itself is more specific than the workload's.
         if key not in template.annotations:
             wanted[key] = value
-    builder.merge(("metadata", "annotations"), wanted)
+    annotations = template.annotations
+    if any(annotations.get(key) != value for key, value in wanted.items()):
+        builder.merge(("metadata", "annotations"), wanted)
     return len(builder.ops) > before
 
 

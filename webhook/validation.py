@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 
 from shared import constants as c
 
@@ -52,6 +53,7 @@ def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)  # every member of a gang is checked for the same name
 def check_group_name(group: str, source: str) -> str | None:
     """The group becomes the value of the label ``phalanx.io/pod-group``, so it must be a valid one."""
     if _LABEL_VALUE.fullmatch(group):
