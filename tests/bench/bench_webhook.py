@@ -2,8 +2,10 @@
 
 Run: ``python -m tests.bench.bench_webhook`` (or ``pytest -m bench tests/bench/bench_webhook.py``);
 ``--instructions`` adds instruction counts under callgrind (about 3 minutes more).
-Starts the real webhook (``python -m webhook``, default settings, INFO logs) and a bare aiohttp TLS
-handler that answers ``allowed: true`` unchanged, each in its own process, and drives both with
+Starts the real webhook (``python -m webhook``, default settings: uvloop, INFO logs) and a bare
+aiohttp TLS handler that answers ``allowed: true`` unchanged (the floor, on asyncio's loop as bare
+aiohttp runs; the same handler on uvloop beside it for the like-for-like figure), each in its own
+process, and drives them with
 the same clients and the same mix of AdmissionReviews: a Job-owned pod (~3 KB, created from a
 template Phalanx already gated, so nothing to change), an MPIJob (~8 KB, patched, with warnings)
 and a pod Phalanx ignores. Phases: a fixed 1,000 requests/s from a keep-alive aiohttp client
@@ -12,7 +14,7 @@ so that on a small machine the server, not the client, is what saturates) and, a
 Python client (which saturates itself first: its figure understates the gap between the servers);
 then wrk again with pod reviews only, and with an 8-worker MPIJob's reviews as the API server
 sends them (the MPIJob, its launcher Job, nine pods: the mix the target is judged on); server CPU
-per request in each. Rounds alternate between the two servers so that other load on the
+per request in each. Rounds alternate between the servers so that other load on the
 machine weighs on both alike. Also reports the admission logic's in-process CPU per request type,
 including a pod that must be patched. Writes ``out/bench/webhook.json`` and prints a table. About a
 minute; without ``wrk`` on the PATH (Debian: ``apt-get install wrk``) the Python client's figure is
@@ -45,6 +47,7 @@ import aiohttp
 import msgspec
 import orjson
 import pytest
+import uvloop
 from aiohttp import web
 
 from tests.component.webhook.tls_helpers import serving_bundle, write_pair
@@ -68,6 +71,8 @@ CALLGRIND_CONNECTIONS = 4
 CALLGRIND_SECONDS = 20
 TARGET_P99_MS = 3.0
 TARGET_THROUGHPUT_RATIO = 0.85
+# The webhook serves on uvloop; this floor does too (same handler), for the like-for-like figure.
+UVLOOP_FLOOR = "floor-uvloop"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -317,8 +322,10 @@ def free_port() -> int:
         return port
 
 
-def serve_floor(port: int, cert_dir: Path) -> None:
-    """The floor: read, parse, answer allowed unchanged. Nothing else."""
+def serve_floor(port: int, cert_dir: Path, event_loop: str = "asyncio") -> None:
+    """The floor: read, parse, answer allowed unchanged. Nothing else. ``event_loop``: asyncio's
+    (bare aiohttp, what the target is judged against) or uvloop's (the webhook's own loop, for the
+    like-for-like figure)."""
 
     async def handle(request: web.Request) -> web.Response:
         review = orjson.loads(await request.read())
@@ -334,12 +341,16 @@ def serve_floor(port: int, cert_dir: Path) -> None:
     context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
     app = web.Application(client_max_size=3 * 1024 * 1024)
     app.router.add_post("/mutate", handle)
-    web.run_app(app, host="127.0.0.1", port=port, ssl_context=context, access_log=None, print=None)
+    loop = uvloop.new_event_loop() if event_loop == "uvloop" else None
+    web.run_app(app, host="127.0.0.1", port=port, ssl_context=context, access_log=None, print=None, loop=loop)
 
 
-def floor_command(port: int, cert_dir: Path) -> list[str]:
+def floor_command(port: int, cert_dir: Path, event_loop: str = "asyncio") -> list[str]:
     # Run as a module from the root (``started`` sets the cwd): the floor imports from tests/.
-    return [sys.executable, "-m", "tests.bench.bench_webhook", "--serve-floor", str(port), str(cert_dir)]
+    return [
+        sys.executable, "-m", "tests.bench.bench_webhook", "--serve-floor", str(port), str(cert_dir),
+        "--floor-loop", event_loop,
+    ]  # fmt: skip
 
 
 @contextmanager
@@ -774,15 +785,19 @@ async def run_bench(instructions: bool = False) -> dict[str, Any]:
         ca = write_cert(cert_dir)
         scripts = {suffix: wrk_script(cert_dir, weights) for suffix, weights in WRK_MIXES.items()}
         context = ssl.create_default_context(cadata=ca.decode())
-        floor_port, hook_port, health_port = free_port(), free_port(), free_port()
+        floor_port, uv_port, hook_port, health_port = free_port(), free_port(), free_port(), free_port()
         floor_cmd = floor_command(floor_port, cert_dir)
         hook_cmd = webhook_command(hook_port, health_port, cert_dir)
         with (
             started(floor_cmd, OUT.parent / "webhook-bench-floor.log") as floor_proc,
+            started(
+                floor_command(uv_port, cert_dir, "uvloop"), OUT.parent / "webhook-bench-floor-uvloop.log"
+            ) as uv_proc,
             started(hook_cmd, OUT.parent / "webhook-bench-webhook.log") as hook_proc,
         ):
             loads = [
                 Load("floor", f"https://localhost:{floor_port}/mutate", context, floor_proc.pid),
+                Load(UVLOOP_FLOOR, f"https://localhost:{uv_port}/mutate", context, uv_proc.pid),
                 Load("webhook", f"https://localhost:{hook_port}/mutate", context, hook_proc.pid),
             ]
             wrk_loads = {
@@ -829,13 +844,13 @@ def summarize(
     wrk: bool,
 ) -> dict[str, Any]:
     sizes = {kind: len(bodies[0]) for kind, bodies in payloads(extra=True).items()}
-    webhook, floor = results["webhook"], results["floor"]
+    webhook, floor, uv_floor = results["webhook"], results["floor"], results[UVLOOP_FLOOR]
     # The figure compared with the target: the MPIJob gang as the API server sends it, with wrk (the
     # server saturates, not the client); without wrk, the Python client's equal mix.
     method = "saturation_wrk_gang" if wrk else "saturation"
 
-    def ratio(of: str) -> float | None:
-        return round(webhook[of]["rps"] / floor[of]["rps"], 3) if of in webhook else None
+    def ratio(of: str, base: dict[str, Any] = floor) -> float | None:
+        return round(webhook[of]["rps"] / base[of]["rps"], 3) if of in webhook else None
 
     targets: dict[str, Any] = {
         "p99_ms_at_1000_rps": {"target": TARGET_P99_MS, "seen": webhook["fixed_rate"]["all"]["p99_ms"]},
@@ -854,6 +869,12 @@ def summarize(
         "saturated_throughput_vs_floor_equal_mix": {"seen": ratio("saturation_wrk")},
         # The earlier method (one Python client, itself saturated, equal mix), kept for comparison.
         "saturated_throughput_vs_floor_python_client": {"seen": ratio("saturation")},
+        # Against the same floor on uvloop, the webhook's own loop: what the admission itself costs.
+        "saturated_throughput_vs_uvloop_floor": {
+            "seen": ratio(method, uv_floor),
+            "mix": "gang" if wrk else "equal",
+        },
+        "saturated_throughput_vs_uvloop_floor_pods_only": {"seen": ratio("saturation_wrk_pods", uv_floor)},
     }
     for suffix, mix in (("_gang", "gang"), ("_pods", "pods_only"), ("", "equal_mix")):
         if counts:
@@ -885,14 +906,18 @@ def summarize(
 
 
 def table(report: dict[str, Any]) -> str:
-    rows = [f"{'':42}{'floor':>12}{'webhook':>12}"]
+    rows = [f"{'':42}{'floor':>12}{'webhook':>12}{'floor/uvloop':>14}"]
     floor, hook = report["results"]["floor"], report["results"]["webhook"]
+    uv = report["results"][UVLOOP_FLOOR]
     for label, key in (
         ("p50 ms @1000 rps", "p50_ms"),
         ("p99 ms @1000 rps", "p99_ms"),
         ("p999 ms @1000 rps", "p999_ms"),
     ):
-        rows.append(f"{label:42}{floor['fixed_rate']['all'][key]:>12}{hook['fixed_rate']['all'][key]:>12}")
+        rows.append(
+            f"{label:42}{floor['fixed_rate']['all'][key]:>12}{hook['fixed_rate']['all'][key]:>12}"
+            f"{uv['fixed_rate']['all'][key]:>14}"
+        )
     for name in floor["fixed_rate"]["by_type"]:
         label = f"  p99 ms {name}"
         rows.append(f"{label:42}{floor['fixed_rate']['by_type'][name]['p99_ms']:>12}"
@@ -913,7 +938,7 @@ def table(report: dict[str, Any]) -> str:
             ("req/s per server core", "rps_per_server_core"),
         ):
             label = f"{what} ({client})"
-            rows.append(f"{label:42}{floor[method][key]:>12}{hook[method][key]:>12}")
+            rows.append(f"{label:42}{floor[method][key]:>12}{hook[method][key]:>12}{uv[method][key]:>14}")
     if counts := report["instructions_per_request"]:
         for suffix, mix in (("_gang", "MPIJob gang"), ("_pods", "pods only"), ("", "equal mix")):
             label = f"instructions/request ({mix})"
@@ -937,7 +962,9 @@ def table(report: dict[str, Any]) -> str:
         f"with {throughput['client']} (>= {TARGET_THROUGHPUT_RATIO:.0%}); pods only "
         f"{share('saturated_throughput_vs_floor_pods_only')}, equal mix "
         f"{share('saturated_throughput_vs_floor_equal_mix')}, python client "
-        f"{share('saturated_throughput_vs_floor_python_client')}; per core "
+        f"{share('saturated_throughput_vs_floor_python_client')}; against the floor on uvloop "
+        f"{share('saturated_throughput_vs_uvloop_floor')} (pods only "
+        f"{share('saturated_throughput_vs_uvloop_floor_pods_only')}); per core "
         f"{share('per_core_throughput_vs_floor')}"
         + (
             f"; instructions {share('instructions_per_request_vs_floor_gang')} (pods only "
@@ -954,13 +981,16 @@ def table(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--serve-floor", nargs=2, metavar=("PORT", "CERT_DIR"))
+    parser.add_argument(
+        "--floor-loop", choices=("asyncio", "uvloop"), default="asyncio", help=argparse.SUPPRESS
+    )
     parser.add_argument("--count-admission", nargs=2, metavar=("KIND", "STEP"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions per request under callgrind"
     )
     args = parser.parse_args()
     if args.serve_floor:
-        serve_floor(int(args.serve_floor[0]), Path(args.serve_floor[1]))
+        serve_floor(int(args.serve_floor[0]), Path(args.serve_floor[1]), args.floor_loop)
         return
     if args.count_admission:
         count_admission(*args.count_admission)

@@ -6,14 +6,17 @@ import asyncio
 import ssl
 from pathlib import Path
 
+import pytest
+
 from tests.bench import bench_webhook as bench
 
 
-def test_the_benchmark_floor_server_starts_and_answers_over_tls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_the_benchmark_floor_server_starts_and_answers_over_tls(tmp_path: Path, event_loop: str) -> None:
     ca = bench.write_cert(tmp_path)
     port = bench.free_port()
     context = ssl.create_default_context(cadata=ca.decode())
-    with bench.started(bench.floor_command(port, tmp_path), tmp_path / "floor.log"):
+    with bench.started(bench.floor_command(port, tmp_path, event_loop), tmp_path / "floor.log"):
         # Raises if nothing answers over TLS within its timeout (e.g. the floor failed to import).
         asyncio.run(bench.wait_ready(f"https://localhost:{port}/mutate", context))
 
