@@ -133,22 +133,11 @@ class PatchBuilder:
         """The object holding ``path``'s last member as the patch leaves it, its depth, and
         whether it is private; when an ancestor is missing, the deepest existing one instead."""
         node: Any = self._doc
-        child: Any
-        last = len(path) - 1
         made = self._made
-        if not made:  # nothing placed yet (the first operation of most builders): the input only
-            for depth in range(last):
-                child = node.get(path[depth])
-                if child is None:
-                    return node, depth, False
-                if not isinstance(child, dict):
-                    raise ShapeError(self._prefix + path[: depth + 1])
-                node = child
-            return node, last, False
         private = False
-        for depth in range(last):
-            child = _ABSENT
-            if not private:
+        for depth in range(len(path) - 1):
+            child: Any = _ABSENT
+            if not private and made:  # nothing placed yet (most operations): the input only
                 child = made.get(path[: depth + 1], _ABSENT)
                 private = child is not _ABSENT
             if child is _ABSENT:
@@ -158,7 +147,7 @@ class PatchBuilder:
             if not isinstance(child, dict):
                 raise ShapeError(self._prefix + path[: depth + 1])
             node = child
-        return node, last, private
+        return node, len(path) - 1, private
 
     def _member(self, parent: dict[str, Any], path: Path, private: bool) -> tuple[Any, bool]:
         """The value at ``path`` (in ``parent``) and whether it is the builder's own copy."""
