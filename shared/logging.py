@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, TextIO
@@ -64,15 +64,55 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(entry, default=str).decode()
 
 
+# Something that runs a callback soon, once: an event loop's ``call_soon``.
+Scheduler = Callable[[Callable[[], None]], object]
+
+
 class JsonHandler(logging.StreamHandler[TextIO]):
     """JSON lines on a stream: what ``configure_logging`` installs, and what ``log_fields`` writes
-    to directly."""
+    to directly -- one line at a time, or in batches (``batch_direct_lines``)."""
 
     formatter: JsonFormatter
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__(stream)
         self.setFormatter(JsonFormatter())
+        self._batch: list[str] = []
+        self._schedule: Scheduler | None = None
+
+    def batch_direct_lines(self, schedule: Scheduler | None) -> None:
+        """Write the lines of ``write_fields`` in batches: the first line of a batch calls
+        ``schedule(self.write_batch)``, and any other record written before then first writes the
+        batch, so lines keep their order. None: one line at a time again (after the batch so far).
+
+        For the webhook, whose admission lines come from one event loop: with its ``call_soon``,
+        the lines of every admission served in one pass of the loop take one write between them
+        (a system call per line cost a saturated webhook about 3 % of its throughput)."""
+        self.write_batch()
+        self._schedule = schedule
+
+    def write_batch(self) -> None:
+        if not self._batch:
+            return
+        lines, self._batch = "".join(self._batch), []
+        try:
+            with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+                self.stream.write(lines)
+                self.stream.flush()
+        except RecursionError:  # as StreamHandler.emit
+            raise
+        except Exception:
+            lost = f"{lines.count(chr(10))} log lines not written"
+            self.handleError(logging.LogRecord("phalanx", logging.ERROR, "", 0, lost, None, None))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._batch:
+            self.write_batch()
+        super().emit(record)
+
+    def flush(self) -> None:
+        self.write_batch()
+        super().flush()
 
     def write_fields(
         self, created: float, level: int, logger: str, msg: str, fields: Mapping[str, Any]
@@ -82,9 +122,17 @@ class JsonHandler(logging.StreamHandler[TextIO]):
         try:
             entry = self.formatter.entry(created, logging.getLevelName(level), logger, msg)
             entry.update(fields)
-            line = orjson.dumps(entry, default=str).decode()
+            line = orjson.dumps(entry, default=str).decode() + self.terminator
+            if self._schedule is not None:
+                self._batch.append(line)
+                if len(self._batch) == 1:
+                    try:
+                        self._schedule(self.write_batch)
+                    except RuntimeError:  # nothing left to run it (a closed loop): write now
+                        self.write_batch()
+                return
             with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
-                self.stream.write(line + self.terminator)
+                self.stream.write(line)
                 self.stream.flush()
         except RecursionError:  # as StreamHandler.emit
             raise
@@ -131,6 +179,13 @@ def _sole_json_handler(logger: logging.Logger, level: int) -> JsonHandler | None
             found = handler
         current = current.parent if current.propagate else None
     return found
+
+
+def batch_direct_lines(schedule: Scheduler | None) -> None:
+    """``JsonHandler.batch_direct_lines`` for each JSON handler ``configure_logging`` installed."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, JsonHandler):
+            handler.batch_direct_lines(schedule)
 
 
 def configure_logging(level: str, json: bool = True) -> None:

@@ -16,6 +16,7 @@ import time
 from aiohttp import hdrs, web
 
 from shared.health import health_app
+from shared.logging import batch_direct_lines
 from webhook.admission import Admitter, Answer
 from webhook.body import SMALL_BODY_BYTES, BodyError, BodyLimits, Upload, check_content_type
 from webhook.config import WebhookSettings
@@ -129,6 +130,8 @@ class WebhookServer:
         ).start()
         self._ports = (int(self._admission.addresses[0][1]), int(self._health.addresses[0][1]))
         self._watch = asyncio.create_task(self.certs.watch(self.settings.cert_reload_seconds))
+        # The admission lines of one pass of the loop are written together, right after it.
+        batch_direct_lines(asyncio.get_running_loop().call_soon)
         log.info(
             "webhook serving",
             extra={
@@ -152,6 +155,7 @@ class WebhookServer:
                 await self._watch
         await self._admission.cleanup()
         await self._health.cleanup()
+        batch_direct_lines(None)
 
 
 async def run(settings: WebhookSettings) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -125,3 +125,69 @@ def test_a_failing_stream_is_reported_as_logging_reports_it_never_raised(
     monkeypatch.setattr(handler, "handleError", reported.append)
     log_fields(logger, logging.INFO, "admission", FIELDS, created=time.time())  # does not raise
     assert [(r.getMessage(), r.__dict__["uid"]) for r in reported] == [("admission", "u-1")]
+
+
+class _CountedWrites(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def test_batched_lines_are_written_together_when_the_scheduled_call_runs_and_keep_their_order(
+    root_json: tuple[logging.Logger, io.StringIO, JsonHandler],
+) -> None:
+    logger, _, handler = root_json
+    _alone(logger, handler)
+    stream = _CountedWrites()
+    handler.setStream(stream)
+    scheduled: list[Callable[[], None]] = []
+    handler.batch_direct_lines(scheduled.append)
+    try:
+        for uid in ("u-1", "u-2"):
+            log_fields(logger, logging.INFO, "admission", {**FIELDS, "uid": uid}, created=time.time())
+        assert (stream.getvalue(), len(scheduled)) == ("", 1), "written before the loop ran the write"
+        scheduled[0]()
+        assert [line["uid"] for line in _lines(stream)] == ["u-1", "u-2"]
+        assert stream.writes == 1
+
+        log_fields(logger, logging.INFO, "admission", {**FIELDS, "uid": "u-3"}, created=time.time())
+        logger.warning("not an admission")  # written after the batch before it, not before
+        assert [line.get("uid", line["msg"]) for line in _lines(stream)][2:] == ["u-3", "not an admission"]
+        scheduled[1]()  # the batch is gone already: nothing more
+        assert len(_lines(stream)) == 4
+
+        log_fields(logger, logging.INFO, "admission", {**FIELDS, "uid": "u-4"}, created=time.time())
+        handler.flush()  # as logging.shutdown() does at exit
+        log_fields(logger, logging.INFO, "admission", {**FIELDS, "uid": "u-5"}, created=time.time())
+    finally:
+        handler.batch_direct_lines(None)  # writes the batch so far
+    log_fields(logger, logging.INFO, "admission", {**FIELDS, "uid": "u-6"}, created=time.time())
+    assert [line.get("uid") for line in _lines(stream)][4:] == ["u-4", "u-5", "u-6"]
+
+
+def test_a_batch_that_cannot_be_scheduled_or_written_is_never_raised(
+    root_json: tuple[logging.Logger, io.StringIO, JsonHandler], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logger, stream, handler = root_json
+    _alone(logger, handler)
+
+    def closed_loop(callback: Callable[[], None]) -> None:
+        raise RuntimeError("Event loop is closed")
+
+    handler.batch_direct_lines(closed_loop)
+    log_fields(logger, logging.INFO, "admission", FIELDS, created=time.time())
+    assert _lines(stream)[0]["uid"] == "u-1", "not written at once when nothing could run the write"
+
+    scheduled: list[Callable[[], None]] = []
+    handler.batch_direct_lines(scheduled.append)
+    handler.setStream(_Broken())
+    reported: list[logging.LogRecord] = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    log_fields(logger, logging.INFO, "admission", FIELDS, created=time.time())
+    scheduled[0]()  # does not raise
+    handler.batch_direct_lines(None)
+    assert [r.getMessage() for r in reported] == ["1 log lines not written"]
