@@ -33,12 +33,31 @@ def _base_image_problem(engine: str) -> str | None:
     )
 
 
+def _daemon_answers(docker: str) -> bool:
+    try:
+        return subprocess.run([docker, "info"], capture_output=True, check=False, timeout=30).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def image_engine() -> str | None:
+    """What tests/install/image.sh builds with: docker when its daemon answers (a docker client
+    alone cannot build), else podman; None when neither."""
+    docker = shutil.which("docker")
+    if docker is not None and _daemon_answers(docker):
+        return docker
+    return shutil.which("podman")
+
+
 def why_not_here() -> str | None:
     """The reason this machine cannot run the install tier, or None."""
     missing = missing_prerequisites()
-    engine = shutil.which("podman") or shutil.which("docker")
+    engine = image_engine()
     if engine is None:
-        missing.append("podman or docker (to build the image)")
+        missing.append(
+            "podman, or docker with a daemon that answers "
+            "(to build the image; Debian: apt-get install podman)"
+        )
     elif problem := _base_image_problem(engine):
         missing.append(problem)
     return "; ".join(missing) or None

@@ -35,3 +35,17 @@ def test_a_present_public_base_or_a_named_one_is_enough(
     monkeypatch.setattr(prereqs, "_has_image", lambda engine, image: False)
     monkeypatch.setenv("PHALANX_PYTHON_IMAGE", "localhost/my-python:3.11")
     assert prereqs._base_image_problem("podman") is None
+
+
+def test_a_docker_client_without_its_daemon_is_no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """image.sh cannot build with it, so the tier must be skipped with a reason, not fail."""
+    found = {"docker": "/usr/bin/docker"}
+    monkeypatch.setattr(prereqs.shutil, "which", found.get)
+    monkeypatch.setattr(prereqs, "_daemon_answers", lambda docker: False)
+    assert prereqs.image_engine() is None
+    monkeypatch.setattr(prereqs, "missing_prerequisites", list)
+    assert "podman, or docker with a daemon that answers" in (prereqs.why_not_here() or "")
+    found["podman"] = "/usr/bin/podman"
+    assert prereqs.image_engine() == "/usr/bin/podman"
+    monkeypatch.setattr(prereqs, "_daemon_answers", lambda docker: True)
+    assert prereqs.image_engine() == "/usr/bin/docker"
