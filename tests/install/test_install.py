@@ -159,6 +159,14 @@ def test_the_pdb_keeps_one_webhook(install: Install) -> None:
     assert (status["expectedPods"], status["currentHealthy"], status["disruptionsAllowed"]) == (2, 2, 1)
 
 
+def test_the_image_serves_admissions_on_uvloop(install: Install) -> None:
+    """uvloop is installed in the image, so the webhook's default (``--event-loop auto``) picks it."""
+    for pod in _pods(install, NAMESPACE, WEBHOOK):
+        log = install.kubectl("logs", pod["metadata"]["name"], "-n", NAMESPACE, "-c", "webhook")
+        serving = [json.loads(line) for line in log.splitlines() if '"webhook serving"' in line]
+        assert [line["event_loop"] for line in serving] == ["uvloop"], log[-2000:]
+
+
 def test_gangs_are_scheduled_in_cluster_and_another_replica_takes_over(install: Install) -> None:
     namespace = _opted_in_namespace(install)
     # Fills both fake GPU nodes (2 x 8 GPUs): admitted as one gang by the in-cluster controller.
