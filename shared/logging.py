@@ -96,14 +96,17 @@ class JsonHandler(logging.StreamHandler[TextIO]):
             return
         lines, self._batch = "".join(self._batch), []
         try:
-            with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
-                self.stream.write(lines)
-                self.stream.flush()
+            self._write(lines)
         except RecursionError:  # as StreamHandler.emit
             raise
         except Exception:
             lost = f"{lines.count(chr(10))} log lines not written"
             self.handleError(logging.LogRecord("phalanx", logging.ERROR, "", 0, lost, None, None))
+
+    def _write(self, text: str) -> None:
+        with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
+            self.stream.write(text)
+            self.stream.flush()
 
     def emit(self, record: logging.LogRecord) -> None:
         if self._batch:
@@ -131,9 +134,7 @@ class JsonHandler(logging.StreamHandler[TextIO]):
                     except RuntimeError:  # nothing left to run it (a closed loop): write now
                         self.write_batch()
                 return
-            with self.lock:  # type: ignore[union-attr]  # made by Handler.__init__
-                self.stream.write(line)
-                self.stream.flush()
+            self._write(line)
         except RecursionError:  # as StreamHandler.emit
             raise
         except Exception:
