@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from shared import constants as c
+from shared.grouplink import LABEL_VALUE_MAX
 
 # Kubernetes label values: at most 63 characters, alphanumeric at both ends.
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
@@ -53,10 +54,16 @@ def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
     return None
 
 
-@lru_cache(maxsize=4096)  # every member of a gang is checked for the same name
+# Every member of a gang is checked for the same name. Only what could be a label value is kept:
+# a name comes from the object, and a client may send megabytes of it.
+@lru_cache(maxsize=4096)
+def _label_value(value: str) -> bool:
+    return _LABEL_VALUE.fullmatch(value) is not None
+
+
 def check_group_name(group: str, source: str) -> str | None:
     """The group becomes the value of the label ``phalanx.io/pod-group``, so it must be a valid one."""
-    if _LABEL_VALUE.fullmatch(group):
+    if len(group) <= LABEL_VALUE_MAX and _label_value(group):
         return None
     return (
         f"phalanx: group name {group[:80]!r} (from {source}) is not a valid label value "

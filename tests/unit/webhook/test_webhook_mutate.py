@@ -621,3 +621,16 @@ def test_a_job_made_by_another_workload_keeps_the_gang_size_of_its_template() ->
     standalone = job().parallelism(1).template_annotation(c.INFERRED_MIN_MEMBER_ANNOTATION, "9")
     _, out = run(standalone)
     assert annotations_of(template_of(out))[c.INFERRED_MIN_MEMBER_ANNOTATION] == "1"
+
+
+def test_an_overlong_group_name_is_refused_and_not_kept() -> None:
+    """Names are remembered to check a gang's members once; a client's megabytes must not be."""
+    from webhook import validation
+
+    before = validation._label_value.cache_info().currsize
+    name = "g" * (2 * 1024 * 1024)
+    denial = validation.check_group_name(name, "label phalanx.io/pod-group")
+    assert denial is not None and "not a valid label value" in denial
+    assert validation._label_value.cache_info().currsize == before
+    assert validation.check_group_name("g" * 63, "x") is None
+    assert validation.check_group_name("g" * 64, "x") is not None
