@@ -131,14 +131,15 @@ class WebhookServer:
         self._ports = (int(self._admission.addresses[0][1]), int(self._health.addresses[0][1]))
         self._watch = asyncio.create_task(self.certs.watch(self.settings.cert_reload_seconds))
         # The admission lines of one pass of the loop are written together, right after it.
-        batch_direct_lines(asyncio.get_running_loop().call_soon)
+        loop = asyncio.get_running_loop()
+        batch_direct_lines(loop.call_soon)
         log.info(
             "webhook serving",
             extra={
                 "address": host,
                 "port": self.admission_port,
                 "health_port": self.health_port,
-                "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+                "event_loop": type(loop).__module__.split(".")[0],
             },
         )
 
