@@ -50,13 +50,11 @@ def test_webhook_is_create_only_fail_closed_and_opt_in(name: str) -> None:
     assert all("CREATE" in rule["operations"] for rule in hook["rules"])
     assert hook["namespaceSelector"] == {
         "matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE},
-        # By name too: a label on kube-system or phalanx-system must not gate their pods.
+        # An opt-in label on kube-system (by name) or on Phalanx's own namespace (labelled
+        # phalanx.io/skip, whatever it is called) must not gate their pods.
         "matchExpressions": [
-            {
-                "key": "kubernetes.io/metadata.name",
-                "operator": "NotIn",
-                "values": ["kube-system", "phalanx-system"],
-            }
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
+            {"key": constants.SKIP, "operator": "NotIn", "values": ["true"]},
         ],
     }
     assert hook["objectSelector"] == {
