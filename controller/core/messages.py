@@ -256,6 +256,16 @@ def queue_not_leaf(name: str, children: Sequence[str]) -> str:
     return f"queue {name} has child queues ({', '.join(children)}); gangs go to a queue without children"
 
 
+def queue_not_allowed(queue: str, namespace: str, allowed: Sequence[str], bound: bool) -> str:
+    """``queue team-b is not granted to namespace team-a; it may use team-a, shared``. The admission
+    policy phalanx-queue-grants says the same for a namespace bound to a queue."""
+    head = f"queue {queue} is not granted to namespace {namespace}"
+    if bound:
+        return f"{head}; it may use {', '.join(allowed)}"
+    granted = f"{', '.join(allowed)} and " if allowed else ""
+    return f"{head}; it may use {granted}queues granted to no namespace"
+
+
 def queue_limit(queue: str, leaf: str, resource: str, used: int, limit: int, need: int) -> str:
     """``queue team-a is at its limit: 8 of 8 nvidia.com/gpu; the gang needs 2``."""
     whose = f"queue {queue}" if queue == leaf else f"queue {queue} (parent of {leaf})"

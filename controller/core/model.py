@@ -197,6 +197,20 @@ class Queue:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueGrant:
+    """The queues a platform engineer granted a namespace (namespaces are theirs to label): the one
+    it is ``bound`` to (its gangs' default, and the queue charged for what runs there outside
+    Phalanx) and the further ones it may name (``allowed``)."""
+
+    bound: str | None = None
+    allowed: frozenset[str] = frozenset()
+
+    @property
+    def queues(self) -> frozenset[str]:
+        return self.allowed | {self.bound} if self.bound else self.allowed
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything a planning pass reads. Identical snapshots give identical plans."""
 
@@ -211,6 +225,8 @@ class Snapshot:
     disruptions_allowed: Mapping[str, int] = field(default_factory=dict)
     # Queues by name. Empty: no queue semantics at all (every gang is ordered as without queues).
     queues: Mapping[str, Queue] = field(default_factory=dict)
+    # Namespace -> the queues it was granted (only namespaces granted any).
+    grants: Mapping[str, QueueGrant] = field(default_factory=dict)
 
 
 # ---- the plan -------------------------------------------------------------------------------
@@ -232,6 +248,7 @@ class Reason(StrEnum):
     INVALID_SPEC = "InvalidSpec"  # a spec that can never be satisfied (e.g. minMember > creatable)
     QUEUE_NOT_FOUND = "QueueNotFound"  # names a queue that does not exist (or is not a leaf)
     QUEUE_LIMIT = "QueueLimit"  # its queue, or an ancestor, would go beyond its limit
+    QUEUE_NOT_ALLOWED = "QueueNotAllowed"  # names a queue its namespace was not granted
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +322,8 @@ class QueueReport:
     fair_share: Mapping[str, float]
     admitted_gangs: int
     waiting_gangs: int
+    # Of allocated: what pods outside Phalanx hold in namespaces bound to the queue (subtree included).
+    outside: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
