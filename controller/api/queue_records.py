@@ -122,7 +122,7 @@ class QueueRegistry:
     )
     namespace_queue: dict[str, str] = field(default_factory=dict)
     # Namespace -> the queues its allowed-queues annotation grants (only namespaces that have one).
-    namespace_allowed: dict[str, frozenset[str]] = field(default_factory=dict)
+    namespace_allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def records(self) -> dict[str, QueueRecord]:
         out: dict[str, QueueRecord] = {}
@@ -183,14 +183,13 @@ class QueueRegistry:
         """Namespace -> the queues granted to it, for the core."""
         names = sorted(set(self.namespace_queue) | set(self.namespace_allowed))
         return {
-            ns: QueueGrant(self.namespace_queue.get(ns), self.namespace_allowed.get(ns, frozenset()))
-            for ns in names
+            ns: QueueGrant(self.namespace_queue.get(ns), self.namespace_allowed.get(ns, ())) for ns in names
         }
 
 
-def allowed_queues(value: object) -> frozenset[str] | None:
-    """The queues an allowed-queues annotation lists (comma-separated), or None."""
-    names = frozenset(q.strip() for q in str(value or "").split(",") if q.strip())
+def allowed_queues(value: object) -> tuple[str, ...] | None:
+    """The queues an allowed-queues annotation lists (comma-separated, in order), or None."""
+    names = tuple(dict.fromkeys(q.strip() for q in str(value or "").split(",") if q.strip()))
     return names or None
 
 

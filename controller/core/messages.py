@@ -176,6 +176,19 @@ def preempting(
     )
 
 
+def preemption_cost(evicted: int, gained: int, resource: str) -> str:
+    """``evicts 64 nvidia.com/gpu for 16 gained``: what a preemption costs for what it buys."""
+    return f"evicts {evicted} {resource} for {gained} gained"
+
+
+def preempted_by(preemptor: str, priority: int, pods: int, gpus: int, resource: str, text: str) -> str:
+    """The victim's side: who took its room, what it lost, and the preemptor's own account."""
+    return (
+        f"evicted whole ({_plural(pods, 'pod')}, {gpus} {resource}) to make room for {preemptor} "
+        f"(priority {priority}): {text}"
+    )
+
+
 def waiting_for_siblings(parent: str, ready: int, needed: int, details: Sequence[str]) -> str:
     text = f"{ready} of {needed} sibling groups of parent {parent} are ready"
     return f"{text} ({'; '.join(details)})" if details else text

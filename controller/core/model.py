@@ -200,14 +200,16 @@ class Queue:
 class QueueGrant:
     """The queues a platform engineer granted a namespace (namespaces are theirs to label): the one
     it is ``bound`` to (its gangs' default, and the queue charged for what runs there outside
-    Phalanx) and the further ones it may name (``allowed``)."""
+    Phalanx) and the further ones it may name (``allowed``, in the order they were listed)."""
 
     bound: str | None = None
-    allowed: frozenset[str] = frozenset()
+    allowed: tuple[str, ...] = ()
 
     @property
-    def queues(self) -> frozenset[str]:
-        return self.allowed | {self.bound} if self.bound else self.allowed
+    def queues(self) -> tuple[str, ...]:
+        """Every queue granted, the bound one first (as messages list them)."""
+        head = (self.bound,) if self.bound else ()
+        return head + tuple(q for q in self.allowed if q != self.bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +287,7 @@ class Victim:
     gang: GangKey | None  # None for a non-gang pod
     pods: tuple[str, ...]  # pod uids to evict
     namespace: str
+    gpus: int = 0  # what its evicted pods hold of the GPU resource (the preemption's cost to it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +299,9 @@ class Preempt:
     message: str
     # Reclaim: the queues whose borrowed room is taken back (empty for priority preemption).
     reclaimed_from: tuple[str, ...] = ()
+    # The cost: GPUs the victims lose, and GPUs the preemptor's placed members get.
+    gpus_evicted: int = 0
+    gpus_gained: int = 0
 
 
 @dataclass(frozen=True, slots=True)

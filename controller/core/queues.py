@@ -178,7 +178,7 @@ def refusal(gang: Gang, grants: Mapping[str, QueueGrant], granted: frozenset[str
     allowed = grant.queues
     if queue in allowed or (grant.bound is None and queue not in granted):
         return None
-    return msg.queue_not_allowed(queue, namespace, sorted(allowed), grant.bound is not None)
+    return msg.queue_not_allowed(queue, namespace, allowed, grant.bound is not None)
 
 
 def outside_usage(

@@ -134,7 +134,7 @@ async def test_a_gang_naming_a_queue_its_namespace_was_not_granted_waits_and_cha
     assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(2))
     status = h.pg("g")["status"]  # type: ignore[index]
     assert status["reason"] == "QueueNotAllowed"
-    assert status["message"] == f"queue team-b is not granted to namespace {NS}; it may use shared, team-a"
+    assert status["message"] == f"queue team-b is not granted to namespace {NS}; it may use team-a, shared"
     waiting = [e for e in h.kube.events() if e["reason"] == "Waiting"]
     assert [e["message"] for e in waiting] == [status["message"]]
     assert queue_status(h, "team-b").get("requested", {}) == {}

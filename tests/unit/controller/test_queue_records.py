@@ -87,12 +87,12 @@ def test_namespaces_grant_their_bound_queue_and_the_ones_their_annotation_lists(
     assert registry.upsert_namespace({"metadata": listed})
     assert registry.grants() == {
         "a": QueueGrant("team-a"),
-        "lab": QueueGrant(None, frozenset({"shared", "gpu-pool"})),
+        "lab": QueueGrant(None, ("shared", "gpu-pool")),
     }
     # The annotation alone changing is a change too (the controller re-plans).
     both = {**bound, "annotations": {c.ALLOWED_QUEUES_ANNOTATION: "shared"}}
     assert registry.upsert_namespace({"metadata": both})
-    assert registry.grants()["a"] == QueueGrant("team-a", frozenset({"shared"}))
+    assert registry.grants()["a"] == QueueGrant("team-a", ("shared",))
     assert registry.delete_namespace({"metadata": {"name": "lab"}})
     assert set(registry.grants()) == {"a"}
 

@@ -15,7 +15,7 @@ QUEUES = [
     queue("team-b", gpu=(4, None, 1)),
     queue("shared", gpu=(0, None, 1)),
 ]
-GRANTS = {"a": QueueGrant("team-a", frozenset({"shared"})), "b": QueueGrant("team-b")}
+GRANTS = {"a": QueueGrant("team-a", ("shared",)), "b": QueueGrant("team-b")}
 
 
 def run(
@@ -40,7 +40,7 @@ def test_a_bound_namespace_may_not_name_another_teams_queue_and_is_not_charged_t
     result = run([job("escape", "a", "team-b", gpus=4)])
     refused = decision(result, "a", "escape")
     assert isinstance(refused, Wait) and refused.reason is Reason.QUEUE_NOT_ALLOWED
-    assert refused.message == "queue team-b is not granted to namespace a; it may use shared, team-a"
+    assert refused.message == "queue team-b is not granted to namespace a; it may use team-a, shared"
     # Charged to nobody: team B neither holds nor waits for it.
     assert result.queues["team-b"].requested.get(GPU, 0) == 0
     assert result.queues["team-b"].waiting_gangs == 0
