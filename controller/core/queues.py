@@ -167,18 +167,27 @@ def fair_shares(
     return out
 
 
-def refusal(gang: Gang, grants: Mapping[str, QueueGrant], granted: frozenset[str]) -> str | None:
-    """Why the gang's namespace may not use the queue it names, or None. ``granted``: every queue
-    granted to some namespace."""
-    queue = gang.queue
-    if queue is None:
-        return None
-    namespace = gang.key.namespace
-    grant = grants.get(namespace) or QueueGrant()
-    allowed = grant.queues
-    if queue in allowed or (grant.bound is None and queue not in granted):
-        return None
-    return msg.queue_not_allowed(queue, namespace, allowed, grant.bound is not None)
+def refusals(gangs: Iterable[Gang], grants: Mapping[str, QueueGrant]) -> dict[GangKey, str]:
+    """Gang -> why its namespace may not use the queue it names, for the gangs that may not: a
+    namespace bound to a queue uses only the queues granted to it; any other namespace its granted
+    queues and those granted to no namespace."""
+    granted = frozenset(q for grant in grants.values() for q in grant.queues)
+    allowed = {ns: frozenset(grant.queues) for ns, grant in grants.items()}
+    out: dict[GangKey, str] = {}
+    for gang in gangs:
+        queue = gang.queue
+        if queue is None:
+            continue
+        namespace = gang.key.namespace
+        grant = grants.get(namespace)
+        if grant is None:
+            if queue in granted:
+                out[gang.key] = msg.queue_not_allowed(queue, namespace, (), False)
+            continue
+        if queue in allowed[namespace] or (grant.bound is None and queue not in granted):
+            continue
+        out[gang.key] = msg.queue_not_allowed(queue, namespace, grant.queues, grant.bound is not None)
+    return out
 
 
 def outside_usage(
@@ -189,16 +198,22 @@ def outside_usage(
     bound = {ns: g.bound for ns, g in grants.items() if g.bound and tree.why_not(g.bound) is None}
     if not bound:
         return {}
-    in_gangs = {gang.key for gang in gangs}
-    out: dict[str, Amounts] = {}
-    for pod in pods:
-        queue = bound.get(pod.namespace)
-        if queue is None or pod.terminating or not pod.holds_capacity:
+    in_gangs = {(gang.key.namespace, gang.key.name) for gang in gangs}
+    counts: dict[str, RequestCounts] = {}
+    for pod in pods:  # every pod of the cluster: the cheap tests first
+        if pod.node_name is None and pod.nominated_node is None:
             continue
-        if pod.group is not None and GangKey(pod.namespace, pod.group) in in_gangs:
+        queue = bound.get(pod.namespace)
+        if queue is None or pod.terminating or pod.phase == "Succeeded" or pod.phase == "Failed":  # noqa: PLR1714
+            continue
+        if pod.group is not None and (pod.namespace, pod.group) in in_gangs:
             continue  # a member: counted with its gang
-        add(out.setdefault(queue, {}), pod.requests)
-    return out
+        held = counts.get(queue)
+        if held is None:
+            held = counts[queue] = {}
+        key = tuple(pod.requests.items())
+        held[key] = held.get(key, 0) + 1
+    return {queue: _amounts(held) for queue, held in counts.items()}
 
 
 class QueueBook:
@@ -218,14 +233,8 @@ class QueueBook:
         self.tree = QueueTree(queues)
         self.gpu_resource = gpu_resource
         grants = grants or {}
-        granted = frozenset(q for grant in grants.values() for q in grant.queues)
         # Gangs naming a queue their namespace may not use wait, and count in no queue.
-        self.refused: dict[GangKey, str] = {}
-        if grants:
-            for gang in gangs:
-                why = refusal(gang, grants, granted)
-                if why is not None:
-                    self.refused[gang.key] = why
+        self.refused = refusals(gangs, grants) if grants else {}
         if self.refused:
             gangs = [replace(g, queue=None) if g.key in self.refused else g for g in gangs]
         self._gangs = gangs
