@@ -235,6 +235,11 @@ QUEUE_STATUS: dict[str, Any] = {
         "allocated": {**AMOUNTS, "description": "What admitted gangs of this queue and its children hold."},
         "requested": {**AMOUNTS, "description": "Allocated plus what their waiting gangs ask for."},
         "fairShare": {**AMOUNTS, "description": "This queue's current fair share per resource."},
+        "outsidePhalanx": {
+            **AMOUNTS,
+            "description": "Of allocated: what pods outside Phalanx's gangs hold in the namespaces bound "
+            "to this queue (skipped, bound at creation, not in a gang).",
+        },
         "admittedGangs": {**INT32, "minimum": 0},
         "waitingGangs": {**INT32, "minimum": 0},
         "summary": {"type": "string", "description": "GPUs allocated / fair share / quota, for kubectl get."},

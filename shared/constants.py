@@ -77,6 +77,13 @@ KAI_QUEUE_LABEL: Final = "runai/queue"
 # Kueue's queue link, accepted as a queue link (and warned about: Kueue keeps such workloads suspended).
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 QUEUE_LINK_LABELS: Final = (QUEUE_LABEL, KAI_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
+# Namespace annotation a platform engineer sets: further queues (comma-separated) its workloads may
+# name besides the one its phalanx.io/queue label binds it to. A queue granted to some namespace is
+# closed to every namespace not granted it.
+ALLOWED_QUEUES_ANNOTATION: Final = "phalanx.io/allowed-queues"
+# Namespace label a platform engineer sets ("true"): phalanx.io/skip may be used in a namespace bound
+# to a queue (what runs there outside Phalanx is still charged to that queue).
+SKIP_ALLOWED_LABEL: Final = "phalanx.io/skip-allowed"
 # The API group of Phalanx's Queue (cluster-scoped).
 QUEUE_GROUP: Final = "scheduling.phalanx.io"
 QUEUE_VERSION: Final = "v1alpha1"

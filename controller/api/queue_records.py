@@ -10,6 +10,10 @@ Which queue a gang belongs to, first found wins:
 3. its members' labels ``phalanx.io/queue``, ``runai/queue``, ``kueue.x-k8s.io/queue-name`` (on
    the pod template; the webhook copies a workload's own label there as ``phalanx.io/queue``);
 4. the namespace's label ``phalanx.io/queue`` (its default queue).
+
+Which queues a namespace may use (``grants``) is the platform engineer's to say, on the namespace
+(tenants cannot label their namespace): the queue its ``phalanx.io/queue`` label binds it to and
+those its ``phalanx.io/allowed-queues`` annotation lists; the core decides what that permits.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api.resources import QUEUES, QUEUES_KAI, ResourceType
-from controller.core.model import Pod, Queue, QueueResource
+from controller.core.model import Pod, Queue, QueueGrant, QueueResource
 from shared import constants
 from shared.quantities import QuantityError, to_int
 
@@ -117,6 +121,8 @@ class QueueRegistry:
         default_factory=lambda: {rt: {} for rt in PARSERS}
     )
     namespace_queue: dict[str, str] = field(default_factory=dict)
+    # Namespace -> the queues its allowed-queues annotation grants (only namespaces that have one).
+    namespace_allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def records(self) -> dict[str, QueueRecord]:
         out: dict[str, QueueRecord] = {}
@@ -150,23 +156,41 @@ class QueueRegistry:
         meta = raw.get("metadata") or {}
         name = str(meta.get("name", ""))
         queue = str((meta.get("labels") or {}).get(constants.QUEUE_LABEL, "")) or None
-        if self.namespace_queue.get(name) == queue:
+        allowed = allowed_queues((meta.get("annotations") or {}).get(constants.ALLOWED_QUEUES_ANNOTATION))
+        if self.namespace_queue.get(name) == queue and self.namespace_allowed.get(name) == allowed:
             return False
-        if queue is None:
-            self.namespace_queue.pop(name, None)
-        else:
+        self.namespace_queue.pop(name, None)
+        self.namespace_allowed.pop(name, None)
+        if queue is not None:
             self.namespace_queue[name] = queue
+        if allowed is not None:
+            self.namespace_allowed[name] = allowed
         return True
 
     def delete_namespace(self, raw: JSON) -> bool:
         name = str((raw.get("metadata") or {}).get("name", ""))
-        return self.namespace_queue.pop(name, None) is not None
+        allowed = self.namespace_allowed.pop(name, None)
+        return self.namespace_queue.pop(name, None) is not None or allowed is not None
 
     def replace_namespaces(self, items: Iterable[JSON]) -> bool:
         self.namespace_queue = {}
+        self.namespace_allowed = {}
         for raw in items:
             self.upsert_namespace(raw)
         return True
+
+    def grants(self) -> dict[str, QueueGrant]:
+        """Namespace -> the queues granted to it, for the core."""
+        names = sorted(set(self.namespace_queue) | set(self.namespace_allowed))
+        return {
+            ns: QueueGrant(self.namespace_queue.get(ns), self.namespace_allowed.get(ns, ())) for ns in names
+        }
+
+
+def allowed_queues(value: object) -> tuple[str, ...] | None:
+    """The queues an allowed-queues annotation lists (comma-separated, in order), or None."""
+    names = tuple(dict.fromkeys(q.strip() for q in str(value or "").split(",") if q.strip()))
+    return names or None
 
 
 def _linked(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:

@@ -176,6 +176,19 @@ def preempting(
     )
 
 
+def preemption_cost(evicted: int, gained: int, resource: str) -> str:
+    """``evicts 64 nvidia.com/gpu for 16 gained``: what a preemption costs for what it buys."""
+    return f"evicts {evicted} {resource} for {gained} gained"
+
+
+def preempted_by(preemptor: str, priority: int, pods: int, gpus: int, resource: str, text: str) -> str:
+    """The victim's side: who took its room, what it lost, and the preemptor's own account."""
+    return (
+        f"evicted whole ({_plural(pods, 'pod')}, {gpus} {resource}) to make room for {preemptor} "
+        f"(priority {priority}): {text}"
+    )
+
+
 def waiting_for_siblings(parent: str, ready: int, needed: int, details: Sequence[str]) -> str:
     text = f"{ready} of {needed} sibling groups of parent {parent} are ready"
     return f"{text} ({'; '.join(details)})" if details else text
@@ -254,6 +267,16 @@ def queue_loop(name: str) -> str:
 
 def queue_not_leaf(name: str, children: Sequence[str]) -> str:
     return f"queue {name} has child queues ({', '.join(children)}); gangs go to a queue without children"
+
+
+def queue_not_allowed(queue: str, namespace: str, allowed: Sequence[str], bound: bool) -> str:
+    """``queue team-b is not granted to namespace team-a; it may use team-a, shared``. The admission
+    policy phalanx-queue-grants says the same for a namespace bound to a queue."""
+    head = f"queue {queue} is not granted to namespace {namespace}"
+    if bound:
+        return f"{head}; it may use {', '.join(allowed)}"
+    granted = f"{', '.join(allowed)} and " if allowed else ""
+    return f"{head}; it may use {granted}queues granted to no namespace"
 
 
 def queue_limit(queue: str, leaf: str, resource: str, used: int, limit: int, need: int) -> str:

@@ -197,6 +197,22 @@ class Queue:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueGrant:
+    """The queues a platform engineer granted a namespace (namespaces are theirs to label): the one
+    it is ``bound`` to (its gangs' default, and the queue charged for what runs there outside
+    Phalanx) and the further ones it may name (``allowed``, in the order they were listed)."""
+
+    bound: str | None = None
+    allowed: tuple[str, ...] = ()
+
+    @property
+    def queues(self) -> tuple[str, ...]:
+        """Every queue granted, the bound one first (as messages list them)."""
+        head = (self.bound,) if self.bound else ()
+        return head + tuple(q for q in self.allowed if q != self.bound)
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything a planning pass reads. Identical snapshots give identical plans."""
 
@@ -211,6 +227,8 @@ class Snapshot:
     disruptions_allowed: Mapping[str, int] = field(default_factory=dict)
     # Queues by name. Empty: no queue semantics at all (every gang is ordered as without queues).
     queues: Mapping[str, Queue] = field(default_factory=dict)
+    # Namespace -> the queues it was granted (only namespaces granted any).
+    grants: Mapping[str, QueueGrant] = field(default_factory=dict)
 
 
 # ---- the plan -------------------------------------------------------------------------------
@@ -232,6 +250,7 @@ class Reason(StrEnum):
     INVALID_SPEC = "InvalidSpec"  # a spec that can never be satisfied (e.g. minMember > creatable)
     QUEUE_NOT_FOUND = "QueueNotFound"  # names a queue that does not exist (or is not a leaf)
     QUEUE_LIMIT = "QueueLimit"  # its queue, or an ancestor, would go beyond its limit
+    QUEUE_NOT_ALLOWED = "QueueNotAllowed"  # names a queue its namespace was not granted
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +287,7 @@ class Victim:
     gang: GangKey | None  # None for a non-gang pod
     pods: tuple[str, ...]  # pod uids to evict
     namespace: str
+    gpus: int = 0  # what its evicted pods hold of the GPU resource (the preemption's cost to it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +299,9 @@ class Preempt:
     message: str
     # Reclaim: the queues whose borrowed room is taken back (empty for priority preemption).
     reclaimed_from: tuple[str, ...] = ()
+    # The cost: GPUs the victims lose, and GPUs the preemptor's placed members get.
+    gpus_evicted: int = 0
+    gpus_gained: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +328,8 @@ class QueueReport:
     fair_share: Mapping[str, float]
     admitted_gangs: int
     waiting_gangs: int
+    # Of allocated: what pods outside Phalanx hold in namespaces bound to the queue (subtree included).
+    outside: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -666,10 +666,19 @@ class PlanningPass:
         book = self.state.queues
         if book is not None and queue is not None:
             book.book(queue, total_requests(pods))  # the room held for it counts as its own
+        gpu = self.config.gpu_resource
         out_victims = tuple(
-            Victim(cands[0].gang, tuple(sorted(uid for c in cands for uid in c.uids)), namespace)
+            Victim(
+                cands[0].gang,
+                tuple(sorted(uid for c in cands for uid in c.uids)),
+                namespace,
+                sum(self._candidate_request(c).get(gpu, 0) for c in cands),
+            )
             for (namespace, _), cands in merged
         )
+        evicted = sum(v.gpus for v in out_victims)
+        gained = sum(p.requests.get(gpu, 0) for p in pods)
+        cost = msg.preemption_cost(evicted, gained, gpu)
         used_nodes = sorted({names[i] for i in nodes.values()})
         limit = self.config.message_nodes
         if reclaim:
@@ -680,10 +689,12 @@ class PlanningPass:
             ]
             from_queues = sorted({q for _, c in merged if (q := book.leaf(c[0].queue)) is not None})
             text = msg.reclaiming(self._parts(items), labelled, used_nodes, limit)
-            return Preempt(gang.key, out_victims, placement, text, tuple(from_queues))
+            return Preempt(
+                gang.key, out_victims, placement, f"{text}; {cost}", tuple(from_queues), evicted, gained
+            )
         described = [(label, c[0].priority, sum(len(x.uids) for x in c)) for (_, label), c in merged]
         text = msg.preempting(self._parts(items), described, used_nodes, limit)
-        return Preempt(gang.key, out_victims, placement, text)
+        return Preempt(gang.key, out_victims, placement, f"{text}; {cost}", (), evicted, gained)
 
     def _take_victims(self, victims: list[Candidate]) -> list[tuple[tuple[str, str], list[Candidate]]]:
         """Mark the victims taken for the rest of the pass, give their queues' usage back, and

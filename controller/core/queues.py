@@ -22,15 +22,21 @@ limit (never exceeded; None: unlimited) and an over-quota weight. Gangs belong t
 - **reclaim**: a gang whose queue stays within its quota may evict whole gangs of queues using
   more than their fair share, never taking a victim queue -- or an ancestor it does not share
   with the reclaimer -- below its quota.
+- **grants** (namespaces are the platform engineer's to label): a namespace bound to a queue may
+  name only the queues granted to it; any other namespace may name its granted queues and those
+  granted to no namespace. A gang naming any other queue waits (QueueNotAllowed) and is charged to
+  no queue. Pods that hold room outside Phalanx (skipped, bound at creation, not in a gang) in a
+  namespace bound to a queue are charged to that queue, as its usage.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from controller.core import messages as msg
-from controller.core.model import Gang, Pod, Queue, QueueReport, QueueResource, Reason
+from controller.core.model import Gang, GangKey, Pod, Queue, QueueGrant, QueueReport, QueueResource, Reason
 from controller.core.ordering import GangOrder, gang_order
 
 Amounts = dict[str, int]
@@ -161,15 +167,76 @@ def fair_shares(
     return out
 
 
+def refusals(gangs: Iterable[Gang], grants: Mapping[str, QueueGrant]) -> dict[GangKey, str]:
+    """Gang -> why its namespace may not use the queue it names, for the gangs that may not: a
+    namespace bound to a queue uses only the queues granted to it; any other namespace its granted
+    queues and those granted to no namespace."""
+    granted = frozenset(q for grant in grants.values() for q in grant.queues)
+    allowed = {ns: frozenset(grant.queues) for ns, grant in grants.items()}
+    out: dict[GangKey, str] = {}
+    for gang in gangs:
+        queue = gang.queue
+        if queue is None:
+            continue
+        namespace = gang.key.namespace
+        grant = grants.get(namespace)
+        if grant is None:
+            if queue in granted:
+                out[gang.key] = msg.queue_not_allowed(queue, namespace, (), False)
+            continue
+        if queue in allowed[namespace] or (grant.bound is None and queue not in granted):
+            continue
+        out[gang.key] = msg.queue_not_allowed(queue, namespace, grant.queues, grant.bound is not None)
+    return out
+
+
+def outside_usage(
+    pods: Iterable[Pod], gangs: Iterable[Gang], grants: Mapping[str, QueueGrant], tree: QueueTree
+) -> dict[str, Amounts]:
+    """Leaf queue -> what pods outside Phalanx's gangs hold in the namespaces bound to it: pods that
+    skipped, were bound at creation or belong to no gang still count against their namespace's queue."""
+    bound = {ns: g.bound for ns, g in grants.items() if g.bound and tree.why_not(g.bound) is None}
+    if not bound:
+        return {}
+    in_gangs = {(gang.key.namespace, gang.key.name) for gang in gangs}
+    counts: dict[str, RequestCounts] = {}
+    for pod in pods:  # every pod of the cluster: the cheap tests first
+        if pod.node_name is None and pod.nominated_node is None:
+            continue
+        queue = bound.get(pod.namespace)
+        if queue is None or pod.terminating or pod.phase == "Succeeded" or pod.phase == "Failed":  # noqa: PLR1714
+            continue
+        if pod.group is not None and (pod.namespace, pod.group) in in_gangs:
+            continue  # a member: counted with its gang
+        held = counts.get(queue)
+        if held is None:
+            held = counts[queue] = {}
+        key = tuple(pod.requests.items())
+        held[key] = held.get(key, 0) + 1
+    return {queue: _amounts(held) for queue, held in counts.items()}
+
+
 class QueueBook:
     """Queue state for one pass: usage (changing as the pass admits and evicts), fair shares."""
 
     def __init__(
-        self, queues: Mapping[str, Queue], gangs: Sequence[Gang], free: Mapping[str, int], gpu_resource: str
+        self,
+        queues: Mapping[str, Queue],
+        gangs: Sequence[Gang],
+        free: Mapping[str, int],
+        gpu_resource: str,
+        grants: Mapping[str, QueueGrant] | None = None,
+        pods: Iterable[Pod] = (),
     ) -> None:
-        """``free``: the free room of Ready, schedulable nodes (what every pod leaves)."""
+        """``free``: the free room of Ready, schedulable nodes (what every pod leaves); ``grants``:
+        the queues each namespace may use; ``pods``: every pod (those outside gangs are charged)."""
         self.tree = QueueTree(queues)
         self.gpu_resource = gpu_resource
+        grants = grants or {}
+        # Gangs naming a queue their namespace may not use wait, and count in no queue.
+        self.refused = refusals(gangs, grants) if grants else {}
+        if self.refused:
+            gangs = [replace(g, queue=None) if g.key in self.refused else g for g in gangs]
         self._gangs = gangs
         self._valid: dict[str, bool] = {}  # queue name -> a leaf that takes gangs
         self._limits: dict[str, list[tuple[str, str, int]]] = {}  # leaf -> (queue, resource, limit)
@@ -190,6 +257,11 @@ class QueueBook:
                 add(self.usage[q], scan.holding_of.get(leaf, {}))
                 add(self.requested[q], scan.holding_of.get(leaf, {}))
                 add(self.requested[q], scan.asking_of.get(leaf, {}))
+        self.outside: dict[str, Amounts] = {name: {} for name in self.tree.queues}
+        for leaf, held in sorted(outside_usage(pods, gangs, grants, self.tree).items()):
+            for q in self.tree.path(leaf):
+                for into in (self.usage[q], self.requested[q], self.outside[q]):
+                    add(into, held)
         # What queues share: the free room plus what queued gangs hold themselves.
         self.capacity: Amounts = {name: max(0, amount) for name, amount in free.items()}
         for root in self.tree.roots:
@@ -199,7 +271,11 @@ class QueueBook:
     # ---- membership --------------------------------------------------------------------------------
 
     def blocked(self, gang: Gang) -> tuple[Reason, str] | None:
-        """A gang naming a queue that cannot take it waits, saying why."""
+        """A gang naming a queue that cannot take it, or that its namespace may not use, waits,
+        saying why."""
+        refused = self.refused.get(gang.key)
+        if refused is not None:
+            return Reason.QUEUE_NOT_ALLOWED, refused
         if gang.queue is None:
             return None
         why = self.tree.why_not(gang.queue)
@@ -301,6 +377,7 @@ class QueueBook:
                 fair_share={r: self.fair[q].get(r, 0.0) for r in self.resources},
                 admitted_gangs=totals["admitted"][q],
                 waiting_gangs=totals["waiting"][q],
+                outside=dict(sorted(self.outside[q].items())),
             )
             for q in sorted(self.tree.queues)
         }

@@ -154,7 +154,10 @@ class PassState:
                     if amount > 0:
                         room[r] += amount
         free_room = {name: room[r] for r, name in enumerate(self.resources.names)}
-        book = QueueBook(self.snapshot.queues, self.gangs, free_room, self.config.gpu_resource)
+        snapshot = self.snapshot
+        book = QueueBook(
+            snapshot.queues, self.gangs, free_room, self.config.gpu_resource, snapshot.grants, snapshot.pods
+        )
         self.gangs = book.order()
         return book
 

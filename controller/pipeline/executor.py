@@ -17,6 +17,7 @@ from controller.api.admission_record import AdmissionRecord
 from controller.api.kube import JSON, ApiError, Kube, gather_limited
 from controller.api.resources import JOBS, PODS
 from controller.api.store import Store
+from controller.core import messages as msg
 from controller.core.model import GangKey, Pod, Preempt
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
@@ -256,6 +257,8 @@ class Executor:
         await self._check_evictions(view, victim_pods, summary)
         now = self.clock()
         key = view.podgroup.key
+        gpu = constants.GPU_RESOURCE
+        cost = msg.preemption_cost(decision.gpus_evicted, decision.gpus_gained, gpu)
         for victim in decision.victims:
             if victim.gang is not None and victim.gang in views:
                 # The victim re-queues whole: its old admission must not let its new pods trickle in.
@@ -263,7 +266,7 @@ class Executor:
                 await self.events.emit(
                     views[victim.gang].podgroup,
                     "Preempted",
-                    f"evicted whole to make room for {key} (priority {view.gang.priority})",
+                    msg.preempted_by(str(key), view.gang.priority, len(victim.pods), victim.gpus, gpu, cost),
                     warning=True,
                 )
         for pod in victim_pods:
@@ -271,6 +274,8 @@ class Executor:
                 pod.requests.get(constants.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
             )
         self.metrics.preemptions.inc(len(decision.victims))
+        self.metrics.preemption_gpus_evicted.inc(decision.gpus_evicted)
+        self.metrics.preemption_gpus_gained.inc(decision.gpus_gained)
         self.store.hold(key, decision.placement, now)
         evictions = [
             self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds)

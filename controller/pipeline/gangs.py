@@ -320,6 +320,7 @@ def snapshot(
         opted_in_namespaces=frozenset(store.opted_in),
         disruptions_allowed={k: b.disruptions_allowed for k, b in store.budgets.items()},
         queues=store.queues.queues(),
+        grants=store.queues.grants(),
     )
     return snap, views
 

@@ -60,6 +60,17 @@ class ControllerMetrics:
         self.preempted_gpu_seconds = Counter(
             "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=registry
         )
+        # A preemption's cost: GPUs evicted per GPU gained is the ratio of the two.
+        self.preemption_gpus_evicted = Counter(
+            "phalanx_gang_preemption_gpus_evicted_total",
+            "GPUs that preemption victims held when evicted",
+            registry=registry,
+        )
+        self.preemption_gpus_gained = Counter(
+            "phalanx_gang_preemption_gpus_gained_total",
+            "GPUs the preempting gangs were given by those preemptions",
+            registry=registry,
+        )
         self.status_writes = Counter(
             "phalanx_status_writes_total", "PodGroup status updates", registry=registry
         )

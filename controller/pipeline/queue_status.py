@@ -40,6 +40,7 @@ def desired(
         "allocated": {k: amount_text(k, v) for k, v in report.allocated.items()},
         "requested": {k: amount_text(k, v) for k, v in report.requested.items()},
         "fairShare": {k: amount_text(k, v) for k, v in report.fair_share.items()},
+        "outsidePhalanx": {k: amount_text(k, v) for k, v in report.outside.items()},
         "admittedGangs": report.admitted_gangs,
         "waitingGangs": report.waiting_gangs,
         "summary": summary,

@@ -8,20 +8,28 @@ act through impersonation (``kubectl --as``), as the API server authorises them 
 from __future__ import annotations
 
 import json
+import os
 import re
 import ssl
 import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import NodePool
 from tests.e2e.kube import GROUP_LABEL, apply, bound, events, gated, pods
 from tests.e2e.test_controller import count_bound, members, pooled_job
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
+from tests.localcluster.cluster import REPO
 from tests.localcluster.phalanx import NAMESPACE, Phalanx
+
+NODE_NAME_COMPONENT = REPO / "deploy" / "components" / "node-name-policy"
 
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
 PODGROUPS = "podgroups.scheduling.sigs.k8s.io"
@@ -120,6 +128,74 @@ def test_a_member_bound_without_phalanx_s_admission_is_reported(
     assert eventually(reported, 30, what="GateBypassed on the pod and the PodGroup") == ["Pod", "PodGroup"]
     counted = re.search(r"^phalanx_gate_bypassed_pods_total (\S+)$", phalanx.metrics(), re.M)
     assert counted is not None and float(counted.group(1)) >= 1
+
+
+def nodename_pod(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "main", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def node_name_policy(cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
+    """deploy/components/node-name-policy applied as an overlay adds it; removed afterwards (it is
+    cluster-wide, and other tests create pods with spec.nodeName on purpose)."""
+    overlay = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n  - {}\n"
+    (tmp_path / "kustomization.yaml").write_text(
+        overlay.format(os.path.relpath(NODE_NAME_COMPONENT, tmp_path))
+    )
+    rendered = cluster.kubectl("kustomize", str(tmp_path)).stdout
+    assert "phalanx-pod-node-name" in rendered
+    cluster.kubectl("apply", "-f", "-", input=rendered)
+    try:
+        yield
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--wait=true", input=rendered, check=False)
+
+
+def test_the_node_name_policy_refuses_pods_bound_at_creation_in_opted_in_namespaces(
+    cluster: LocalCluster, gang_namespace: str, namespace: str, pool: NodePool, node_name_policy: None
+) -> None:
+    (node,) = pool.add(1, gpus=8)
+    as_tenant = tenant(cluster, gang_namespace)
+    why = (
+        f"pods in namespace {gang_namespace} may not set spec.nodeName ({node}): a pod bound at creation "
+        "bypasses the scheduler and Phalanx's gang gate"
+    )
+
+    def attempt(name: str, *extra: str) -> Any:
+        body = json.dumps(nodename_pod(name, node))
+        return cluster.kubectl("create", "-n", gang_namespace, "-f", "-", *extra, input=body, check=False)
+
+    # The API server picks a new policy up within a moment: dry runs until it does.
+    eventually(lambda: refused(attempt("probe", "--dry-run=server"), why), 30, what="the policy in force")
+    assert refused(attempt("rogue", *as_tenant), why)
+    # A forged DaemonSet owner does not make a tenant's pod a DaemonSet's.
+    forged = nodename_pod("forged", node)
+    forged["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": "ds",
+            "uid": str(uuid.uuid4()),
+            "controller": True,
+        }
+    ]
+    result = cluster.kubectl(
+        "create", "-n", gang_namespace, "-f", "-", *as_tenant, input=json.dumps(forged), check=False
+    )
+    assert refused(result, why)
+    assert pods(cluster, gang_namespace) == []
+    # Namespaces that are not opted in are not Phalanx's business.
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(nodename_pod("elsewhere", node)))
 
 
 # ---- item 11: the admission record is the controller's alone ----------------------------------

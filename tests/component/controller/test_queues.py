@@ -7,7 +7,7 @@ from typing import Any
 
 from controller.api import resources as r
 from shared import constants as c
-from tests.component.controller.harness import NS, Harness, gang, gates_of, podgroup
+from tests.component.controller.harness import NS, Harness, gang, gates_of, pod, podgroup
 
 
 def phalanx_queue(
@@ -104,3 +104,72 @@ async def test_without_any_queue_a_named_queue_is_ignored_as_before() -> None:
     await h.step()
 
     assert all(gates_of(h.pod(f"g-{i}")) == [] for i in range(2))
+
+
+def grant(h: Harness, allowed: str) -> None:
+    h.kube.mutate(
+        r.NAMESPACES,
+        None,
+        NS,
+        lambda ns: (
+            ns["metadata"].setdefault("annotations", {}).update({c.ALLOWED_QUEUES_ANNOTATION: allowed})
+        ),
+    )
+
+
+async def test_a_gang_naming_a_queue_its_namespace_was_not_granted_waits_and_charges_nobody() -> None:
+    h = Harness()
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.QUEUES, phalanx_queue("team-a", limit=2), phalanx_queue("team-b"), phalanx_queue("shared"))
+    label_namespace(h, "team-a")
+    grant(h, "shared")
+    pods = gang(2, "g")
+    for p in pods:
+        p["metadata"]["labels"][c.QUEUE_LABEL] = "team-b"
+    h.kube.seed(r.PODGROUPS, podgroup("g", min_member=2))
+    h.kube.seed(r.PODS, *pods)
+
+    await h.step()
+
+    assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(2))
+    status = h.pg("g")["status"]  # type: ignore[index]
+    assert status["reason"] == "QueueNotAllowed"
+    assert status["message"] == f"queue team-b is not granted to namespace {NS}; it may use team-a, shared"
+    waiting = [e for e in h.kube.events() if e["reason"] == "Waiting"]
+    assert [e["message"] for e in waiting] == [status["message"]]
+    assert queue_status(h, "team-b").get("requested", {}) == {}
+    assert queue_status(h, "team-b")["waitingGangs"] == 0
+
+
+async def test_pods_outside_phalanx_in_a_bound_namespace_count_against_its_queue() -> None:
+    h = Harness()
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.QUEUES, phalanx_queue("team-a", limit=2))
+    label_namespace(h, "team-a")
+    # Two pods that skipped Phalanx run on 2 GPUs; a gang of the namespace then meets the limit.
+    skipped = [
+        pod(
+            f"skip-{i}",
+            group=None,
+            gates=(),
+            owner=None,
+            min_member=None,
+            node_name="node-0",
+            phase="Running",
+        )
+        for i in range(2)
+    ]
+    for p in skipped:
+        p["metadata"]["labels"][c.SKIP] = "true"
+    h.kube.seed(r.PODS, *skipped)
+    h.kube.seed(r.PODGROUPS, podgroup("g", min_member=1))
+    h.kube.seed(r.PODS, *gang(1, "g"))
+
+    await h.step()
+
+    assert gates_of(h.pod("g-0")) == [c.GATE]
+    assert h.pg("g")["status"]["reason"] == "QueueLimit"  # type: ignore[index]
+    queue = queue_status(h, "team-a")
+    assert queue["allocated"][c.GPU_RESOURCE] == "2"
+    assert queue["outsidePhalanx"][c.GPU_RESOURCE] == "2"
+    assert queue["summary"].startswith("2/")

@@ -283,6 +283,15 @@ async def test_a_higher_priority_gang_preempts_a_running_one_whole() -> None:
     assert "Preempted" in reasons
     assert "Preempting" in reasons
     assert all(gates_of(h.pod(f"high-{i}")) == [c.GATE] for i in range(4))
+    # The cost on both sides: 8 GPUs evicted for 4 gained.
+    said = {e["reason"]: e["message"] for e in h.kube.events()}
+    assert said["Preempted"] == (
+        f"evicted whole (8 pods, 8 {c.GPU_RESOURCE}) to make room for {NS}/high (priority 100): "
+        f"evicts 8 {c.GPU_RESOURCE} for 4 gained"
+    )
+    assert said["Preempting"].endswith(f"; evicts 8 {c.GPU_RESOURCE} for 4 gained")
+    assert h.metrics.preemption_gpus_evicted._value.get() == 8
+    assert h.metrics.preemption_gpus_gained._value.get() == 4
 
 
 async def test_a_budget_the_snapshot_did_not_know_stops_the_whole_preemption() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.api import resources as r
 from controller.api.queue_records import QueueRegistry, gang_queue, kai_queue, phalanx_queue
-from controller.core.model import Pod, Queue, QueueResource
+from controller.core.model import Pod, Queue, QueueGrant, QueueResource
 from shared import constants as c
 
 GPU = c.GPU_RESOURCE
@@ -77,6 +77,24 @@ def test_namespace_labels_name_default_queues() -> None:
 
 def member(**labels: str) -> Pod:
     return Pod("u", "ns", "p", {}, labels=labels)
+
+
+def test_namespaces_grant_their_bound_queue_and_the_ones_their_annotation_lists() -> None:
+    registry = QueueRegistry()
+    bound = {"name": "a", "labels": {c.QUEUE_LABEL: "team-a"}}
+    listed = {"name": "lab", "annotations": {c.ALLOWED_QUEUES_ANNOTATION: " shared, gpu-pool ,,"}}
+    assert registry.upsert_namespace({"metadata": bound})
+    assert registry.upsert_namespace({"metadata": listed})
+    assert registry.grants() == {
+        "a": QueueGrant("team-a"),
+        "lab": QueueGrant(None, ("shared", "gpu-pool")),
+    }
+    # The annotation alone changing is a change too (the controller re-plans).
+    both = {**bound, "annotations": {c.ALLOWED_QUEUES_ANNOTATION: "shared"}}
+    assert registry.upsert_namespace({"metadata": both})
+    assert registry.grants()["a"] == QueueGrant("team-a", ("shared",))
+    assert registry.delete_namespace({"metadata": {"name": "lab"}})
+    assert set(registry.grants()) == {"a"}
 
 
 def test_which_queue_podgroup_then_parent_then_members_then_namespace() -> None:

@@ -15,6 +15,7 @@ from controller.core.model import (
     Placement,
     Pod,
     Queue,
+    QueueGrant,
     QueueResource,
     Requirement,
     Snapshot,
@@ -377,6 +378,7 @@ def snapshot(
     opted_in: Iterable[str] = ("ns",),
     budgets: Mapping[str, int] | None = None,
     queues: Iterable[Queue] = (),
+    grants: Mapping[str, QueueGrant] | None = None,
 ) -> Snapshot:
     """A snapshot; gang members are added to ``pods`` as the shell does."""
     built_gangs = tuple(g.build() if isinstance(g, GangBuilder) else g for g in gangs)
@@ -395,4 +397,5 @@ def snapshot(
         opted_in_namespaces=frozenset(opted_in),
         disruptions_allowed=dict(budgets or {}),
         queues={q.name: q for q in queues},
+        grants=dict(grants or {}),
     )

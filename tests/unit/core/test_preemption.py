@@ -49,12 +49,23 @@ def test_a_whole_gang_is_preempted() -> None:
     result = run(nodes, [high(gpus=8), low("low", ["a", "a"], gpus=4)], [pod("x").ns("o").gpus(1).on("b")])
     d = result.for_gang(H)
     assert isinstance(d, Preempt)
-    assert d.victims == (Victim(key("low"), ("ns/low-0", "ns/low-1"), "ns"),)
+    assert d.victims == (Victim(key("low"), ("ns/low-0", "ns/low-1"), "ns", gpus=8),)
     assert d.placement == {"ns/high-0": "a"}
     assert d.message.startswith(
         "preempting 2 pods of lower priority: ns/low (2 pods, priority 0); to place 1 pod × 8"
     )
-    assert result.for_gang(key("low")) is None
+    # The cost, on the preemptor's status: GPUs evicted for GPUs gained.
+    assert (d.gpus_evicted, d.gpus_gained) == (8, 8)
+    assert d.message.endswith("; evicts 8 nvidia.com/gpu for 8 gained")
+
+
+def test_the_cost_is_what_the_victims_held_against_what_the_preemptor_gets() -> None:
+    # Node a: 2 GPUs free beside a 2 × 3-GPU gang; a 1 × 4-GPU gang costs that whole gang.
+    d = run([node("a").gpus(8)], [high(gpus=4), low("low", ["a", "a"], gpus=3)]).for_gang(H)
+    assert isinstance(d, Preempt)
+    assert [v.gpus for v in d.victims] == [6]
+    assert (d.gpus_evicted, d.gpus_gained) == (6, 4)
+    assert d.message.endswith("; evicts 6 nvidia.com/gpu for 4 gained")
 
 
 def test_nothing_is_preempted_when_the_gang_fits() -> None:

@@ -66,6 +66,7 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
         "cert-manager",
         "servicemonitor",
         "network-policy",
+        "node-name-policy",
     ],
 )
 def test_every_component_builds_on_base_and_workloads(tmp_path: Path, component: str) -> None:

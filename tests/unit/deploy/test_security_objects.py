@@ -15,7 +15,11 @@ POLICIES = {
     "phalanx-controller-pod-updates",
     "phalanx-controller-pod-deletes",
     "phalanx-controller-podgroup-deletes",
+    "phalanx-queue-skip",
+    "phalanx-queue-grants",
 }
+# Policies on tenants' own requests: they name no controller.
+TENANT_POLICIES = {"phalanx-queue-skip", "phalanx-queue-grants"}
 CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
 PODGROUP_GROUPS = {"scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.run.ai"}
 
@@ -42,10 +46,13 @@ def test_policies_fail_closed_and_name_the_controller_that_rbac_binds() -> None:
     assert f"system:serviceaccount:{subject['namespace']}:{subject['name']}" == CONTROLLER_USER
     for policy in of_kind(objects, "ValidatingAdmissionPolicy"):
         assert policy["spec"]["failurePolicy"] == "Fail"
-        assert "system:serviceaccount:" in str(policy["spec"])
+        text = str(policy["spec"])
+        assert "system:serviceaccount:" in text or policy["metadata"]["name"] in TENANT_POLICIES
     # Each binding's parameter is the ServiceAccount that ClusterRoleBinding binds (the policies
     # build the user name from it: test_install_namespace.py).
     for policy_binding in of_kind(objects, "ValidatingAdmissionPolicyBinding"):
+        if policy_binding["spec"]["policyName"] in TENANT_POLICIES:
+            continue  # they judge tenants by their namespace, not by who the controller is
         ref = policy_binding["spec"]["paramRef"]
         assert f"system:serviceaccount:{ref['namespace']}:{ref['name']}" == CONTROLLER_USER
 
@@ -111,3 +118,24 @@ def test_network_policy_admits_the_webhook_port_from_addresses_only() -> None:
     assert len(admission) == 1
     peers = admission[0]["from"]
     assert peers and all(set(peer) == {"ipBlock"} for peer in peers)  # no pod or namespace selectors
+
+
+def test_queue_policies_read_the_names_the_controller_reads() -> None:
+    skip = str(named(_policies(), "ValidatingAdmissionPolicy", "phalanx-queue-skip")["spec"])
+    grants = str(named(_policies(), "ValidatingAdmissionPolicy", "phalanx-queue-grants")["spec"])
+    assert f"'{c.SKIP}'" in skip and f"'{c.SKIP_ALLOWED_LABEL}'" in skip
+    for key in (*c.QUEUE_LINK_LABELS, c.ALLOWED_QUEUES_ANNOTATION):
+        assert f"'{key}'" in grants, key
+    for spec in (skip, grants):  # only namespaces opted in and bound to a queue
+        assert c.OPT_IN_LABEL in spec and c.QUEUE_LABEL in spec
+
+
+def test_the_node_name_policy_is_a_component_of_its_own() -> None:
+    objects = load(DEPLOY / "components/node-name-policy/node-name-policy.yaml")
+    policy = named(objects, "ValidatingAdmissionPolicy", "phalanx-pod-node-name")
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"] == {
+        "matchLabels": {c.OPT_IN_LABEL: c.OPT_IN_VALUE}
+    }
+    binding = named(objects, "ValidatingAdmissionPolicyBinding", "phalanx-pod-node-name")
+    assert binding["spec"]["validationActions"] == ["Deny"]
