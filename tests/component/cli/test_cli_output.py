@@ -14,13 +14,12 @@ import pytest
 
 from controller.api import resources as r
 from controller.api.kube import ApiError
-from controller.api.resources import ResourceType
-from controller.api.resources import JOBS
-from controller.cli import audit, report
+from controller.api.resources import JOBS, ResourceType
 from controller.cli import __main__ as cli
+from controller.cli import audit, report
 from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
-from controller.cli.connection import Access, Chosen, list_or_narrow
 from controller.cli.cluster import STATEFULSETS
+from controller.cli.connection import Access, Chosen, list_or_narrow
 from shared import constants as c
 from tests.component.cli.scenario import eight_on_five_free, job, with_a_queue
 from tests.component.controller.fake_kube import FakeKube

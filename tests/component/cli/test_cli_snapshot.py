@@ -6,8 +6,7 @@ import pytest
 
 from controller.api import resources as r
 from controller.api.resources import JOBS
-from controller.cli import audit, report, targets
-from controller.cli import planner_settings
+from controller.cli import audit, planner_settings, report, targets
 from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES
 from controller.core.model import GangKey
 from shared import constants as c
