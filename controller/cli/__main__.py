@@ -176,10 +176,16 @@ def _restricted(access: Access) -> list[str]:
     return [name for name in PLANNING_NEEDS if name in access.narrowed | access.forbidden]
 
 
-def _skipped(access: Access) -> list[str]:
+def _skipped(access: Access, namespace: str | None) -> list[str]:
     """Warnings for reads refused that planning can do without (PDBs, workload kinds)."""
-    skipped = sorted((access.narrowed | access.forbidden) - set(PLANNING_NEEDS))
-    return [f"not readable to you, left out: {', '.join(skipped)}"] if skipped else []
+    warnings = []
+    left_out = sorted(access.forbidden - set(PLANNING_NEEDS))
+    if left_out:
+        warnings.append(f"not readable to you, left out: {', '.join(left_out)}")
+    narrowed = sorted(access.narrowed - set(PLANNING_NEEDS))
+    if narrowed and not _restricted(access):
+        warnings.append(f"readable to you in namespace {namespace} only: {', '.join(narrowed)}")
+    return warnings
 
 
 def _explain(
@@ -197,7 +203,7 @@ def _explain(
     except targets.TargetError as err:
         return _fail(f"error: {err}", EXIT_NOT_FOUND)
     missing = _restricted(access)
-    warnings = _skipped(access)
+    warnings = _skipped(access, namespace)
     if missing:
         found = [report.status_explain_data(state, key) for key in keys]
         warnings.insert(0, RESTRICTED.format(what=", ".join(missing), namespace=namespace))
@@ -233,10 +239,10 @@ def _top(
     if missing:
         data = report.status_top_data(state, namespace or "default")
         warning = RESTRICTED.format(what=", ".join(missing), namespace=namespace)
-        return _Answer(data, report.top_text(data), warnings=[warning, *_skipped(access)])
+        return _Answer(data, report.top_text(data), warnings=[warning, *_skipped(access, namespace)])
     data = report.top_data(state, namespace)
     text = report.top_text(data) + "\n\n" + report.settings_text(state.settings)
-    return _Answer(data, text, warnings=_skipped(access))
+    return _Answer(data, text, warnings=_skipped(access, namespace))
 
 
 def _audit(
@@ -253,7 +259,7 @@ def _audit(
         {"findings": [finding.data() for finding in findings]},
         audit.text(findings) + "\n\n" + report.settings_text(state.settings),
         EXIT_FINDINGS if never_start else EXIT_OK,
-        _skipped(access),
+        _skipped(access, namespace),
     )
 
 
