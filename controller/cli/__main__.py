@@ -71,7 +71,7 @@ def _common(parser: argparse.ArgumentParser, before_command: bool) -> None:
         "--request-timeout",
         type=request_timeout,
         default=default(None),
-        help="give up on a single request after this long (30s, 1m; 0: never)",
+        help="give up on a single request after this long (30s, 1m; 0: never; default 30s, a list page 120s)",
     )
     parser.add_argument("-n", "--namespace", default=default(None), help="namespace (default: the context's)")
     parser.add_argument(
@@ -103,7 +103,7 @@ def parser() -> argparse.ArgumentParser:
     explain.add_argument("target", help="<kind>/<name>, e.g. job/train")
     for name, what in (("top", "gangs in the planner's order"), ("audit", "dry-run opting namespaces in")):
         command = commands.add_parser(name, parents=[after_command], help=what)
-        command.add_argument("-A", "--all-namespaces", action="store_true")
+        command.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
         if name == "top":
             command.add_argument("-w", "--watch", action="store_true", help="re-render until Ctrl-C")
             command.add_argument(
