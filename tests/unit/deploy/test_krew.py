@@ -107,15 +107,21 @@ def test_the_launcher_says_what_python_it_needs(tmp_path: Path) -> None:
 
 def test_the_launcher_installs_into_a_virtualenv_on_first_use(tmp_path: Path) -> None:
     """With a Python whose pip is a stub: the venv is made, the wheel handed to pip, then run."""
+    # The venv's python: its pip logs the call, says what pip says on stdout, and puts the plugin in.
+    venv_python = (
+        "#!/bin/sh\n"
+        'bin=$(dirname "$0")\n'
+        'echo "pip $*" >> "$bin/../log"\n'
+        "echo Successfully installed phalanx-0.1.0\n"
+        'printf \'#!/bin/sh\\necho "plugin $*"\\n\' > "$bin/kubectl-phalanx"\n'
+        'chmod +x "$bin/kubectl-phalanx"\n'
+    )
+    (tmp_path / "venv-python").write_text(venv_python)
     python = tmp_path / "python3"
     python.write_text(
         "#!/bin/sh\n"
         'if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then\n'
-        '  mkdir -p "$3/bin"\n'
-        '  printf \'#!/bin/sh\\necho "pip $*" >> "$(dirname "$0")/../log"\\n'
-        'printf "#!/bin/sh\\\\necho plugin \\\\$*\\\\n" > "$(dirname "$0")/kubectl-phalanx"\\n'
-        'chmod +x "$(dirname "$0")/kubectl-phalanx"\\n\' > "$3/bin/python"\n'
-        '  chmod +x "$3/bin/python"\n'
+        f'  mkdir -p "$3/bin" && cp {tmp_path / "venv-python"} "$3/bin/python" && chmod +x "$3/bin/python"\n'
         "  exit 0\n"
         "fi\n"
         f'exec {sys.executable} "$@"\n'
