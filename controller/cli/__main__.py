@@ -12,13 +12,15 @@ from importlib import metadata
 from typing import Any
 
 from controller.api.kube import ApiError
+from controller.api.resources import NAMESPACES, NODES, PODGROUPS, PODS
 from controller.api.transport import ConfigError, kubeconfig_context
 from controller.cli import audit, report, targets
 from controller.cli.cluster import ClusterState, load
 from controller.cli.connection import Access, Chosen, choose, connect, request_timeout
 from controller.cli.render import FORMATS, dump
 
-# 1 is also kubectl's "not found" (and any failure of a command), as for every kubectl command.
+# Exit codes (the user guide's table): 1 is kubectl's for an object not found, and audit's for what
+# would never start; 130 is the shell's for Ctrl-C.
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_API = 0, 1, 2, 3
 EXIT_NOT_FOUND, EXIT_INTERRUPTED = 1, 130
 # `top -w` re-renders until Ctrl-C; tests bound it with this many renders.
@@ -169,7 +171,7 @@ RESTRICTED = (
     "on the PodGroups of namespace {namespace} instead (no order, no what-if fixes); "
     "see the user guide, RBAC for plugin users"
 )
-PLANNING_NEEDS = ("pods.core", "nodes.core", "namespaces.core", "podgroups.scheduling.sigs.k8s.io")
+PLANNING_NEEDS = tuple(map(str, (PODS, NODES, NAMESPACES, PODGROUPS)))
 
 
 def _restricted(access: Access) -> list[str]:
@@ -289,12 +291,12 @@ def _watch(args: argparse.Namespace, limit: int | None, sleep: Callable[[float],
     """``top -w``: render, wait ``--interval`` seconds, render again, until Ctrl-C (or ``limit``
     renders). A terminal is cleared between renders; JSON and YAML print one document each."""
     renders = 0
-    clear = args.output == "table" and sys.stdout.isatty()
+    between = {"table": "\n", "json": "\n", "yaml": "---\n"}[args.output]
+    if args.output == "table" and sys.stdout.isatty():
+        between = CLEAR_SCREEN
     while True:
         if renders:
-            print(
-                CLEAR_SCREEN if clear else ("---" if args.output == "yaml" else ""), end="" if clear else "\n"
-            )
+            print(between, end="")
         code = _once(args)
         sys.stdout.flush()
         renders += 1
