@@ -4,16 +4,19 @@ refused cluster-wide list narrows to the command's namespace."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 
 from controller.api import resources as r
 from controller.api.kube import ApiError
 from controller.cli.__main__ import parser
-from controller.cli.connection import Chosen, connect
+from controller.cli.connection import Chosen, choose, connect
 
 SEEN: list[web.Request] = []
 
@@ -95,3 +98,38 @@ async def test_request_timeout_bounds_every_request(apiserver: str) -> None:
     finally:
         await kube.close()
     assert caught.value.reason == "Unreachable" and "TimeoutError" in caught.value.message
+
+
+async def test_an_exec_plugin_user_from_a_merged_kubeconfig_authenticates(
+    apiserver: str, tmp_path: Path
+) -> None:
+    """A laptop's login plugin (EKS, GKE, OIDC), named relative to its kubeconfig as client-go allows."""
+    (tmp_path / "bin").mkdir()
+    login = tmp_path / "bin" / "login"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"token": "from-exec"},
+    }
+    login.write_text(f"#!/bin/sh\necho '{json.dumps(credential)}'\n")
+    login.chmod(0o755)
+    config = {
+        "current-context": "laptop",
+        "clusters": [{"name": "c", "cluster": {"server": apiserver}}],
+        "users": [
+            {
+                "name": "me",
+                "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/login"}},
+            }
+        ],
+        "contexts": [{"name": "laptop", "context": {"cluster": "c", "user": "me", "namespace": "team"}}],
+    }
+    path = tmp_path / "config"
+    path.write_text(yaml.safe_dump(config))
+    args = parser().parse_args(["top", "--kubeconfig", str(path)])
+    kube = await connect(choose(args), args, "team")
+    try:
+        await kube.list(r.PODS)
+    finally:
+        await kube.close()
+    assert {request.headers["Authorization"] for request in SEEN} == {"Bearer from-exec"}
