@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from shared import constants
+from webhook.config import WebhookSettings
 
 from .manifests import DEPLOY, load, named
 
@@ -50,13 +51,11 @@ def test_webhook_is_create_only_fail_closed_and_opt_in(name: str) -> None:
     assert all("CREATE" in rule["operations"] for rule in hook["rules"])
     assert hook["namespaceSelector"] == {
         "matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE},
-        # By name too: a label on kube-system or phalanx-system must not gate their pods.
+        # An opt-in label on kube-system (by name) or on Phalanx's own namespace (labelled
+        # phalanx.io/skip, whatever it is called) must not gate their pods.
         "matchExpressions": [
-            {
-                "key": "kubernetes.io/metadata.name",
-                "operator": "NotIn",
-                "values": ["kube-system", "phalanx-system"],
-            }
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
+            {"key": constants.SKIP, "operator": "NotIn", "values": ["true"]},
         ],
     }
     assert hook["objectSelector"] == {
@@ -85,3 +84,14 @@ def test_webhook_rules(name: str) -> None:
 
 def test_pods_are_reinvoked_when_later_webhooks_mutate_them() -> None:
     assert _webhooks()["pods.phalanx.io"]["reinvocationPolicy"] == "IfNeeded"
+
+
+def test_the_api_servers_timeout_quoted_by_the_webhook_is_the_configured_one() -> None:
+    """The shutdown timeout outlasts any request the API server still waits for, and its help (which
+    docs/reference.md shows) quotes the timeoutSeconds configured here, not another figure."""
+    timeouts = {hook["timeoutSeconds"] for hook in _webhooks().values()}
+    assert len(timeouts) == 1
+    (timeout,) = timeouts
+    field = WebhookSettings.model_fields["shutdown_timeout_seconds"]
+    assert field.default >= timeout
+    assert f"timeoutSeconds, {timeout} s" in str(field.description)
