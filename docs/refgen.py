@@ -24,6 +24,7 @@ REPO = DOCS.parent
 sys.path.insert(0, str(REPO))
 
 from controller.__main__ import parse_settings  # noqa: E402
+from controller.cli.__main__ import parser as plugin_parser  # noqa: E402
 from controller.core.model import Reason  # noqa: E402
 from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
@@ -192,6 +193,38 @@ def public_names() -> list[str]:
     return rows
 
 
+def plugin_commands() -> list[str]:
+    """``kubectl phalanx``'s subcommands and flags, read from its argument parser."""
+    top = plugin_parser()
+    commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    rows = ["| command | what |", "|---|---|"]
+    rows += [f"| `{choice.dest}` | {_cell(choice.help)} |" for choice in commands._choices_actions]
+    rows += ["", "| flag | commands | default | meaning |", "|---|---|---|---|"]
+    everywhere = {action.dest for action in top._actions}
+    for action in top._actions:
+        if action.dest in ("help", "command"):
+            continue
+        where = "none (alone)" if action.dest == "version" else "all"
+        rows.append(_plugin_flag(action, where, action.default))
+    specific: dict[str, tuple[list[str], argparse.Action]] = {}
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            if action.dest in everywhere or action.dest == "help":
+                continue
+            key = ", ".join(action.option_strings) or f"<{action.dest}>"
+            specific.setdefault(key, ([], action))[0].append(name)
+    for names, action in specific.values():
+        rows.append(_plugin_flag(action, ", ".join(f"`{name}`" for name in names), action.default))
+    return rows
+
+
+def _plugin_flag(action: argparse.Action, commands: str, default: object) -> str:
+    flag = ", ".join(f"`{option}`" for option in action.option_strings) or f"`<{action.dest}>`"
+    unset = action.dest == "version" or default in (None, False, argparse.SUPPRESS)
+    shown = "-" if unset else f"`{default}`"
+    return f"| {flag} | {commands} | {shown} | {_cell(action.help or '')} |"
+
+
 def render() -> str:
     parts = [
         HEADER,
@@ -219,6 +252,14 @@ def render() -> str:
         *flags(
             WebhookSettings, "PHALANX_WEBHOOK_", REPO / "webhook/config.py", cli_flags(webhook_parse_settings)
         ),
+        "",
+        "## kubectl phalanx",
+        "",
+        "The plugin's commands and flags; flags marked *all* go before or after the command, as",
+        "kubectl's do. Output shapes, exit codes and the RBAC it needs: the",
+        "[user guide](user-guide.md#the-kubectl-phalanx-plugin).",
+        "",
+        *plugin_commands(),
         "",
         "## Metrics",
         "",

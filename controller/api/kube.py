@@ -103,9 +103,17 @@ WATCH_CONNECTIONS = 32
 class KubeClient:
     """``Kube`` over a ``transport.Transport`` (kubeconfig or in-cluster service account)."""
 
-    def __init__(self, sender: transport.Transport, list_page_size: int = 1000) -> None:
+    def __init__(
+        self,
+        sender: transport.Transport,
+        list_page_size: int = 1000,
+        headers: tuple[tuple[str, str], ...] = (),
+        request_timeout: float | None = None,
+    ) -> None:
         self._transport = sender
         self._page = list_page_size
+        self._headers = headers  # sent with every request (kubectl's --as, --as-group)
+        self._request_timeout = request_timeout  # every request's, 0: none (--request-timeout)
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, qps_connections: int = 100) -> KubeClient:
@@ -127,9 +135,11 @@ class KubeClient:
         timeout: float | None = 30.0,
     ) -> aiohttp.ClientResponse:
         headers = {"Content-Type": content_type, "Accept": "application/json"}
+        if self._request_timeout is not None:
+            timeout = self._request_timeout or None
         try:
             response = await self._transport.send(
-                transport.Request(method, path, query or [], body, headers, timeout)
+                transport.Request(method, path, query or [], body, headers, timeout, self._headers)
             )
         except (aiohttp.ClientError, TimeoutError) as err:
             # No answer at all: an ApiError too, so that callers handling one gang's failure (retry

@@ -40,6 +40,8 @@ class Request(NamedTuple):
     body: Any  # JSON-able, or None
     headers: dict[str, str]
     timeout: float | None  # seconds for the whole request
+    # Headers sent once per value, as Impersonate-Group is (a dict holds one value a name).
+    repeated: tuple[tuple[str, str], ...] = ()
 
 
 class Transport(Protocol):
@@ -95,7 +97,11 @@ def from_kubeconfig(path: str, context_name: str | None = None) -> Endpoint | No
     """The current (or named) context of a kubeconfig file; None when its user needs an exec
     plugin, an auth provider or a username and password (for kubernetes-asyncio)."""
     config = yaml.safe_load(Path(path).read_text()) or {}
-    base = Path(path).resolve().parent
+    return from_config(config, Path(path).resolve().parent, context_name)
+
+
+def from_config(config: Mapping[str, Any], base: Path, context_name: str | None = None) -> Endpoint | None:
+    """``from_kubeconfig`` on a parsed kubeconfig whose relative paths are relative to ``base``."""
     context = kubeconfig_context(config, context_name)
     cluster = _named(config, "clusters", context.get("cluster"), "cluster")
     user = _named(config, "users", context.get("user"), "user") if context.get("user") else {}
@@ -191,9 +197,10 @@ class SessionTransport:
         )
 
     async def send(self, request: Request) -> aiohttp.ClientResponse:
-        endpoint, headers = self._endpoint, request.headers
+        endpoint = self._endpoint
+        headers = [*request.headers.items(), *request.repeated]
         if endpoint.token is not None:
-            headers = {**headers, "Authorization": f"Bearer {endpoint.token.current()}"}
+            headers.append(("Authorization", f"Bearer {endpoint.token.current()}"))
         return await self._session.request(
             request.method,
             endpoint.server + request.path,
@@ -222,24 +229,33 @@ class KubeAsyncioTransport:
         rest.pool_manager._trust_env = False  # as SessionTransport: no per-request netrc lookups
 
     @classmethod
-    async def connect(cls, kubeconfig: str, connections: int) -> KubeAsyncioTransport:
+    async def connect(cls, kubeconfig: str | Mapping[str, Any], connections: int) -> KubeAsyncioTransport:
+        """From a kubeconfig file, or from a parsed one whose paths are absolute."""
         # ~38 MB of generated models: imported only for these kubeconfigs.
         from kubernetes_asyncio import client, config  # noqa: PLC0415
 
         configuration = client.Configuration()
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        if isinstance(kubeconfig, str):
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        else:
+            await config.load_kube_config_from_dict(dict(kubeconfig), client_configuration=configuration)
         configuration.connection_pool_maxsize = connections
         return cls(client.ApiClient(configuration))
 
     async def send(self, request: Request) -> aiohttp.ClientResponse:
         from kubernetes_asyncio.client.exceptions import ApiException  # noqa: PLC0415
 
+        headers = dict(request.headers)
+        for name, value in request.repeated:
+            if name in headers:
+                raise ConfigError(f"{name} once only with a kubeconfig user run by kubernetes-asyncio")
+            headers[name] = value
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 request.path,
                 request.method,
                 query_params=request.query,
-                header_params=request.headers,
+                header_params=headers,
                 body=request.body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -262,4 +278,12 @@ async def connect(kubeconfig: str | None, connections: int) -> Transport:
     endpoint = from_kubeconfig(kubeconfig)
     if endpoint is None:
         return await KubeAsyncioTransport.connect(kubeconfig, connections)
+    return SessionTransport(endpoint, connections)
+
+
+async def connect_config(config: Mapping[str, Any], connections: int) -> Transport:
+    """A transport for a parsed kubeconfig whose paths are absolute (kubectl phalanx's merged one)."""
+    endpoint = from_config(config, Path.cwd())
+    if endpoint is None:
+        return await KubeAsyncioTransport.connect(config, connections)
     return SessionTransport(endpoint, connections)

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from controller.api.kube import JSON, ApiError, Kube
 from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
+from controller.cli import planner_settings
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey, Snapshot
 from controller.pipeline import gangs
@@ -34,7 +34,6 @@ STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet")
 WORKLOAD_TYPES = tuple(
     ResourceType(group, version, f"{kind.lower()}s", kind) for group, version, kind in KINDS
 )
-CONTROLLER_ENV_PREFIX = "PHALANX_CONTROLLER_"
 
 
 @dataclass
@@ -49,36 +48,27 @@ class ClusterState:
     served: set[str] = field(default_factory=set)  # str(ResourceType) of every served type read
     # Gangs whose PodGroup the controller has not created yet (built here as it would build it).
     synthesized: set[GangKey] = field(default_factory=set)
-    config_source: str = "defaults"
+    settings: planner_settings.SettingsUsed = field(
+        default_factory=lambda: planner_settings.defaults("given to the plugin")
+    )
     # schedulerName of every pod placed on a node: evidence that a scheduler runs.
     schedulers_seen: set[str] = field(default_factory=set)
     # Gangs with no PodGroup whose size is not known yet: what they wait for.
     unsized: dict[GangKey, str] = field(default_factory=dict)
+    # str(ResourceType) of what the user may not list cluster-wide (then read in one namespace, or
+    # not at all): set by the plugin after reading.
+    unreadable: set[str] = field(default_factory=set)
 
 
-def controller_settings(deployment: JSON | None) -> tuple[ControllerSettings, str]:
-    """The controller's settings as its Deployment sets them (plain ``value`` env entries)."""
-    if deployment is None:
-        return ControllerSettings(), "defaults"
-    values: dict[str, Any] = {}
-    for container in (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-        "containers"
-    ) or ():
-        for env in container.get("env") or ():
-            name = str(env.get("name", ""))
-            if name.startswith(CONTROLLER_ENV_PREFIX) and "value" in env:
-                values[name.removeprefix(CONTROLLER_ENV_PREFIX).lower()] = env["value"]
-    meta = deployment.get("metadata") or {}
-    known = {name: value for name, value in values.items() if name in ControllerSettings.model_fields}
-    return ControllerSettings(**known), f"Deployment {meta.get('namespace')}/{meta.get('name')}"
-
-
-async def _deployment(kube: Kube, namespace: str, name: str) -> JSON | None:
+async def _settings(kube: Kube, namespace: str, name: str) -> planner_settings.SettingsUsed:
+    """The running controller's settings, or the defaults and why (not installed, not readable)."""
     try:
-        return await kube.get(DEPLOYMENTS, namespace, name)
+        return planner_settings.from_deployment(await kube.get(DEPLOYMENTS, namespace, name))
     except ApiError as err:
-        if err.status in (403, 404):
-            return None
+        if err.status == 404:
+            return planner_settings.defaults(f"no Deployment {namespace}/{name}")
+        if err.status == 403:
+            return planner_settings.defaults(f"Deployment {namespace}/{name} is not readable to you")
         raise
 
 
@@ -113,10 +103,10 @@ async def load(
         if resource_type in extra:
             workloads[resource_type.kind] = items  # the audit dry-runs the webhook on them
     synthesized, unsized = _podgroups_to_be(kube, store)
-    source = "given"
+    used = planner_settings.SettingsUsed(ControllerSettings(), "given")
     if config is None:
-        settings, source = controller_settings(await _deployment(kube, *controller))
-        config = planner_config(settings)
+        used = await _settings(kube, *controller)
+        config = planner_config(used.settings)
     snapshot, views = gangs.snapshot(store, now)
     return ClusterState(
         store,
@@ -127,7 +117,7 @@ async def load(
         workloads,
         {str(resource_type) for resource_type in served_types},
         synthesized,
-        source,
+        used,
         schedulers,
         unsized,
     )

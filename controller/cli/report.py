@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.cli.cluster import ClusterState
+from controller.cli.planner_settings import SettingsUsed
 from controller.cli.render import duration, table
 from controller.core.model import Decision, Gang, GangKey, Plan, Pod, Preempt, Reject, Short, Wait
 from controller.core.planner import PlanningPass
@@ -54,6 +55,10 @@ def _member_state(pod: Pod) -> str:
 MEMBERS_SHOWN = 16
 # Waits that more room could end (the others wait for members, gates, siblings, a valid spec).
 ROOM_REASONS = ("InsufficientCapacity", "Unschedulable", "BlockedByReservation", "Reserved", "Preempting")
+
+# Where an explanation comes from: the plugin's own planning pass, or (when the user may not read
+# what the planner needs) what the controller wrote on the PodGroup's status.
+PLANNER, PODGROUP_STATUS = "planner", "podGroupStatus"
 
 # ---- explain -----------------------------------------------------------------------------------
 
@@ -108,9 +113,9 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     notes = []
     if key in state.synthesized:
         notes.append("its PodGroup does not exist yet: shown as the controller would create it")
-    notes.append(f"planner settings from {state.config_source}")
     data: dict[str, Any] = {
         "gang": str(key),
+        "source": PLANNER,
         "podGroup": {
             "kind": f"{podgroup.rt.plural}.{podgroup.rt.group}",
             "minMember": gang.min_member,
@@ -138,6 +143,47 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
         partial = explanation.partial
         data["partial"] = {"needed": partial.needed, "placed": partial.placed, "nodes": dict(partial.nodes)}
     return data
+
+
+def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
+    """What the controller wrote on the gang's PodGroup, in ``explain_data``'s shape: for users who
+    may not read every namespace's pods, without which no plan can be made. Planner-only parts
+    (order, partial placement, fixes) are empty."""
+    record = state.store.podgroup(key)
+    status = record.status if record is not None else {}
+    resource = state.config.gpu_resource
+    members = [
+        {
+            "name": pod.name,
+            "state": _member_state(pod),
+            "node": pod.node_name,
+            resource: _gpus(pod, resource),
+            "admitted": None,
+        }
+        for pod in sorted(state.store.members(key), key=lambda pod: pod.name)
+    ]
+    return {
+        "gang": str(key),
+        "source": PODGROUP_STATUS,
+        "podGroup": {
+            "kind": f"{record.rt.plural}.{record.rt.group}" if record is not None else None,
+            "minMember": record.spec.min_member if record is not None else None,
+            "maxMember": record.spec.max_member if record is not None else None,
+            "phase": status.get("phase"),
+            "message": status.get("message"),
+        },
+        "priority": None,
+        "localPriority": None,
+        "queue": record.spec.queue if record is not None else None,
+        "placement": None,
+        "waiting": None,
+        "members": members,
+        "order": None,
+        "decision": {"action": None, "reason": status.get("reason"), "message": status.get("message")},
+        "partial": None,
+        "fixes": [],
+        "notes": [],
+    }
 
 
 def _fix_text(fix: dict[str, Any]) -> str:
@@ -172,6 +218,14 @@ def _fix_text(fix: dict[str, Any]) -> str:
 
 
 def explain_text(data: dict[str, Any]) -> str:
+    if data["source"] == PODGROUP_STATUS:
+        return "\n".join(
+            [
+                *_status_lines(data),
+                *_member_lines(data["members"]),
+                *(f"Note:       {note}" for note in data["notes"]),
+            ]
+        )
     return "\n".join(
         [
             *_gang_lines(data),
@@ -202,6 +256,20 @@ def _gang_lines(data: dict[str, Any]) -> list[str]:
     shown = ", ".join(ahead[:6]) + (" …" if len(ahead) > 6 else "")
     behind = f"; waiting ahead of it: {shown}" if ahead else ""
     lines.append(f"Order:      {order['position']} of {order['of']}{behind}")
+    return lines
+
+
+def _status_lines(data: dict[str, Any]) -> list[str]:
+    """The PodGroup and the reason and message the controller wrote on it."""
+    podgroup, decision = data["podGroup"], data["decision"]
+    if podgroup["kind"] is None:
+        return [f"Gang:       {data['gang']} (no PodGroup yet: the controller has not planned it)"]
+    lines = [f"Gang:       {data['gang']} (PodGroup {podgroup['kind']}, minMember {podgroup['minMember']})"]
+    said = " ".join(part for part in (podgroup["phase"], decision["reason"]) if part) or "no status yet"
+    message = f": {decision['message']}" if decision["message"] else ""
+    lines.append(f"Controller: {said}{message}")
+    if data["queue"]:
+        lines.append(f"Queue:      {data['queue']}")
     return lines
 
 
@@ -263,6 +331,53 @@ def top_data(state: ClusterState, namespace: str | None) -> dict[str, list[dict[
         if namespace is None or gang.key.namespace == namespace
     ]
     return {"gangs": gangs, "queues": _queue_rows(state, the_plan)}
+
+
+def status_top_data(state: ClusterState, namespace: str) -> dict[str, list[dict[str, Any]]]:
+    """``top_data``'s shape from what the controller wrote on ``namespace``'s PodGroups (no order, no
+    queue accounting: those need every namespace's pods)."""
+    gangs = []
+    for key in sorted(state.store.gang_keys(), key=str):
+        record = state.store.podgroup(key)
+        if key.namespace != namespace or record is None:
+            continue
+        members = state.store.members(key)
+        size = record.spec.min_member
+        gangs.append(
+            {
+                "order": None,
+                "namespace": key.namespace,
+                "name": key.name,
+                "queue": record.spec.queue,
+                "priority": None,
+                "size": None
+                if size is None
+                else str(size) + (f"-{record.spec.max_member}" if record.spec.max_member else ""),
+                "members": sum(1 for pod in members if is_live(pod)),
+                "state": record.status.get("phase"),
+                "reason": record.status.get("reason"),
+                "waitingSeconds": None,
+                "gpusHeld": sum(
+                    _gpus(pod, state.config.gpu_resource) for pod in members if pod.node_name and is_live(pod)
+                ),
+                "message": record.status.get("message"),
+            }
+        )
+    queues = [
+        {
+            "name": name,
+            "parent": queue.parent,
+            "gpuQuota": own.quota if (own := queue.resources.get(state.config.gpu_resource)) else 0,
+            "gpuLimit": own.limit if own else None,
+            "gpuAllocated": None,
+            "gpuRequested": None,
+            "gpuFairShare": None,
+            "admittedGangs": None,
+            "waitingGangs": None,
+        }
+        for name, queue in sorted(state.snapshot.queues.items())
+    ]
+    return {"gangs": gangs, "queues": queues}
 
 
 def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision | None) -> dict[str, Any]:
@@ -352,3 +467,16 @@ def top_text(data: dict[str, list[dict[str, Any]]]) -> str:
     if queues:
         tables.append(table(queues, QUEUE_COLUMNS))
     return "\n\n".join(tables)
+
+
+# ---- the settings planned with ---------------------------------------------------------------------
+
+
+def settings_text(used: SettingsUsed) -> str:
+    """One line: the planner settings, each with where it came from, and whose they are."""
+    values = used.data()["values"]
+    shown = ", ".join(
+        f"{name} {'unset' if entry['value'] is None else str(entry['value']).lower()} ({entry['from']})"
+        for name, entry in values.items()
+    )
+    return f"Planner settings from {used.source}: {shown}"

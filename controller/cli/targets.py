@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from controller.cli.cluster import ClusterState
+from controller.api.resources import PODGROUPS, PODS
+from controller.cli.cluster import WORKLOAD_TYPES, ClusterState
 from controller.core.model import GangKey
 
 ALIASES = {
@@ -21,10 +22,21 @@ class TargetError(LookupError):
     """The target names nothing Phalanx gang-schedules."""
 
 
+class BadTarget(TargetError):
+    """Not ``<kind>/<name>``: a usage error."""
+
+
+class NotFound(TargetError):
+    """The object itself does not exist (kubectl's ``Error from server (NotFound)``)."""
+
+    def __init__(self, resource: str, name: str) -> None:
+        super().__init__(f'{resource} "{name}" not found')
+
+
 def parse(target: str) -> tuple[str, str]:
     kind, slash, name = target.partition("/")
     if not slash or not kind or not name:
-        raise TargetError(f"expected <kind>/<name> (e.g. job/train), got {target!r}")
+        raise BadTarget(f"expected <kind>/<name> (e.g. job/train), got {target!r}")
     kind = kind.lower().split(".", 1)[0]  # job.batch, podgroups.scheduling.sigs.k8s.io
     return ALIASES.get(kind, kind), name
 
@@ -90,5 +102,33 @@ def resolve(state: ClusterState, namespace: str, target: str) -> list[GangKey]:
         if not keys and GangKey(namespace, name) in state.views:
             keys.add(GangKey(namespace, name))  # the webhook names a workload's gang after it
     if not keys:
+        _exists_or_not_found(state, namespace, kind, name)
         raise TargetError(f"{target} in namespace {namespace}: no gang found")
     return sorted(keys, key=str)
+
+
+def _exists_or_not_found(state: ClusterState, namespace: str, kind: str, name: str) -> None:
+    """Raise ``NotFound`` when the plugin read every object of the kind in the namespace and this
+    one is not among them (kinds it did not read, or could not, are given the benefit of the doubt)."""
+    if kind == "pod":
+        if str(PODS) in state.unreadable or any(
+            pod.namespace == namespace and pod.name == name for pod in state.store.pods.values()
+        ):
+            return
+        raise NotFound("pods", name)
+    if kind == "podgroup":
+        if any(GangKey(namespace, name) in by_key for by_key in state.store.podgroups.values()):
+            return
+        if str(PODGROUPS) in state.unreadable or str(PODGROUPS) not in state.served:
+            return
+        raise NotFound(f"{PODGROUPS.plural}.{PODGROUPS.group}", name)
+    resource = next((rt for rt in WORKLOAD_TYPES if rt.kind.lower() == kind), None)
+    if resource is None or str(resource) not in state.served or str(resource) in state.unreadable:
+        return
+    items = state.workloads.get(resource.kind) or []
+    if not any(
+        (item.get("metadata") or {}).get("namespace") == namespace
+        and (item.get("metadata") or {}).get("name") == name
+        for item in items
+    ):
+        raise NotFound(f"{resource.plural}.{resource.group}" if resource.group else resource.plural, name)

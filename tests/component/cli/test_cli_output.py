@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from controller.api import resources as r
-from controller.api.kube import ApiError, KubeClient
-from controller.api.resources import JOBS
+from controller.api.kube import ApiError
+from controller.api.resources import JOBS, ResourceType
+from controller.cli import __main__ as cli
 from controller.cli import audit, report
-from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE, main
+from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
 from controller.cli.cluster import STATEFULSETS
+from controller.cli.connection import Access, Chosen, list_or_narrow
 from shared import constants as c
 from tests.component.cli.scenario import eight_on_five_free, job, with_a_queue
 from tests.component.controller.fake_kube import FakeKube
@@ -108,15 +110,35 @@ def run_plugin(
     async def close() -> None:
         closed.append(True)
 
-    async def connect(cls: type[KubeClient], path: str | None = None) -> Any:
+    async def connect(chosen: Chosen, args: object, namespace: str | None) -> Any:
+        """The fake, narrowing its lists on 403 exactly as the plugin's client does."""
+        access = Access()
+        list_ = kube.list
+
+        async def narrowing(
+            rt: ResourceType, ns: str | None = None, label_selector: str | None = None
+        ) -> tuple[list[dict[str, Any]], str]:
+            return await list_or_narrow(list_, access, namespace, rt, ns, label_selector)
+
         monkeypatch.setattr(kube, "close", close, raising=False)
+        monkeypatch.setattr(kube, "list", narrowing)
+        monkeypatch.setattr(kube, "access", access, raising=False)
         return kube
 
-    monkeypatch.setattr(KubeClient, "connect", classmethod(connect))
+    monkeypatch.setattr(cli, "choose", lambda args: Chosen(KUBECONFIG, 'context "test"'))
+    monkeypatch.setattr(cli, "connect", connect)
     monkeypatch.setattr(time, "time", lambda: T0)
-    code = main([*argv, "--kubeconfig", "/dev/null"])
+    code = main(argv)
     out, err = capsys.readouterr()
     return code, out, err, bool(closed)
+
+
+# A context without a namespace: commands default to "default", as kubectl does.
+KUBECONFIG = {
+    "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+    "contexts": [{"name": "test", "context": {"cluster": "c"}}],
+    "current-context": "test",
+}
 
 
 @pytest.mark.parametrize(
@@ -147,18 +169,40 @@ def test_output(
     assert run_plugin(make_cluster, argv, monkeypatch, capsys) == (code, expected(stdout), "", True)
 
 
+SETTINGS_LINE = (
+    "Planner settings from defaults (no Deployment phalanx-system/phalanx-controller): preemption true "
+    "(default), preemption-min-runtime-seconds 0.0 (default), starvation-age-seconds unset (default), "
+    "default-schedule-timeout-seconds unset (default)\n"
+)
+
+
 @pytest.mark.parametrize(
     ("argv", "code", "stdout", "stderr"),
     [
-        (["top", "-n", "elsewhere"], EXIT_OK, "No gangs.\n", ""),
-        (["audit", "-n", "elsewhere"], EXIT_OK, "No workloads to audit.\n", ""),
+        (["top", "-n", "elsewhere"], EXIT_OK, "No gangs.\n\n" + SETTINGS_LINE, ""),
+        (["audit", "-n", "elsewhere"], EXIT_OK, "No workloads to audit.\n\n" + SETTINGS_LINE, ""),
+        # kubectl's words and exit code for an object that is not there
         (
             ["explain", "job/nothing", "-n", NS],
-            EXIT_USAGE,
+            EXIT_NOT_FOUND,
             "",
-            "error: job/nothing in namespace team: no gang found\n",
+            'Error from server (NotFound): jobs.batch "nothing" not found\n',
         ),
-        (["explain", "job/x"], EXIT_USAGE, "", "error: job/x in namespace default: no gang found\n"),
+        (["explain", "pod/x"], EXIT_NOT_FOUND, "", 'Error from server (NotFound): pods "x" not found\n'),
+        (
+            ["explain", "pg/x", "-n", NS],
+            EXIT_NOT_FOUND,
+            "",
+            'Error from server (NotFound): podgroups.scheduling.sigs.k8s.io "x" not found\n',
+        ),
+        # a kind the plugin does not read: it cannot say the object is absent, only that no gang is
+        (
+            ["explain", "deployment/x"],
+            EXIT_NOT_FOUND,
+            "",
+            "error: deployment/x in namespace default: no gang found\n",
+        ),
+        (["explain", "job"], EXIT_USAGE, "", "error: expected <kind>/<name> (e.g. job/train), got 'job'\n"),
     ],
 )
 def test_short_answers(
@@ -182,7 +226,7 @@ def test_a_gang_of_an_unmanaged_namespace_is_refused(
         return kube
 
     code, out, err, _ = run_plugin(plain_pod, ["explain", "pod/lone-0", "-n", "plain"], monkeypatch, capsys)
-    assert (code, out) == (EXIT_USAGE, "")
+    assert (code, out) == (EXIT_NOT_FOUND, "")
     assert err == (
         "error: pod/lone-0: its gang plain/lone is not managed by Phalanx "
         "(namespace not opted in and no gated member)\n"
@@ -228,6 +272,7 @@ def explain_data(**changes: Any) -> dict[str, Any]:
     ]
     data: dict[str, Any] = {
         "gang": "team/big",
+        "source": report.PLANNER,
         "podGroup": {
             "kind": "podgroups.scheduling.x-k8s.io",
             "minMember": 16,

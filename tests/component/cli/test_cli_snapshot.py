@@ -6,8 +6,8 @@ import pytest
 
 from controller.api import resources as r
 from controller.api.resources import JOBS
-from controller.cli import audit, report, targets
-from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES, controller_settings
+from controller.cli import audit, planner_settings, report, targets
+from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES
 from controller.core.model import GangKey
 from shared import constants as c
 from tests.component.cli.scenario import eight_on_five_free, job, state_of, with_a_queue
@@ -102,9 +102,20 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
                     "containers": [
                         {
                             "name": "controller",
+                            "command": ["phalanx-controller", "--starvation-age-seconds=120"],
+                            "args": [
+                                "--no-preemption",
+                                "--preemption-min-runtime-seconds",
+                                "30",
+                                "--log-json",
+                            ],
                             "env": [
-                                {"name": "PHALANX_CONTROLLER_PREEMPTION", "value": "false"},
+                                {"name": "PHALANX_CONTROLLER_PREEMPTION", "value": "true"},
                                 {"name": "PHALANX_CONTROLLER_STARVATION_AGE_SECONDS", "value": "60"},
+                                {
+                                    "name": "PHALANX_CONTROLLER_DEFAULT_SCHEDULE_TIMEOUT_SECONDS",
+                                    "value": "600",
+                                },
                                 {"name": "PHALANX_CONTROLLER_UNKNOWN", "value": "x"},
                                 {"name": "OTHER", "value": "y"},
                             ],
@@ -114,10 +125,55 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
             }
         },
     }
-    settings, source = controller_settings(deployment)
-    assert settings.preemption is False and settings.starvation_age_seconds == 60
-    assert source == "Deployment phalanx-system/phalanx-controller"
-    assert controller_settings(None)[1] == "defaults"
+    used = planner_settings.from_deployment(deployment)
+    # defaults < env < args, as the controller itself reads them
+    assert used.settings.preemption is False and used.settings.starvation_age_seconds == 120
+    assert used.settings.preemption_min_runtime_seconds == 30
+    assert used.settings.default_schedule_timeout_seconds == 600
+    assert used.source == "Deployment phalanx-system/phalanx-controller"
+    assert used.data()["values"] == {
+        "preemption": {"value": False, "from": "args"},
+        "preemption-min-runtime-seconds": {"value": 30.0, "from": "args"},
+        "starvation-age-seconds": {"value": 120.0, "from": "args"},
+        "default-schedule-timeout-seconds": {"value": 600.0, "from": "env"},
+    }
+
+
+def test_planner_settings_from_a_configmap_reference_are_named_not_guessed() -> None:
+    container = {
+        "name": "controller",
+        "env": [{"name": "PHALANX_CONTROLLER_PREEMPTION", "valueFrom": {"configMapKeyRef": {"name": "c"}}}],
+    }
+    used = planner_settings.from_deployment(
+        {
+            "metadata": {"namespace": "n", "name": "d"},
+            "spec": {"template": {"spec": {"containers": [container]}}},
+        }
+    )
+    assert used.settings.preemption is True and used.data()["values"]["preemption"]["from"] == "default"
+    assert used.warnings == ("PHALANX_CONTROLLER_PREEMPTION is set from configMapKeyRef: not read",)
+
+
+def test_planner_settings_never_come_from_the_plugin_s_own_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PHALANX_CONTROLLER_PREEMPTION", "false")
+    assert planner_settings.defaults("none").settings.preemption is True
+
+
+@pytest.mark.parametrize(
+    ("tokens", "found"),
+    [
+        (["--preemption-dry-run"], [("preemption_dry_run", True)]),
+        (["--preemption=false"], [("preemption", "false")]),
+        (["--resync-seconds", "5", "extra"], [("resync_seconds", "5")]),
+        (["--unknown", "--no-unknown", "-v"], []),
+    ],
+)
+def test_controller_args_are_read_as_its_command_line_reads_them(
+    tokens: list[str], found: list[tuple[str, object]]
+) -> None:
+    assert planner_settings.parse_args(tokens) == found
 
 
 async def test_top_reports_queues_as_the_planning_pass_sees_them() -> None:
