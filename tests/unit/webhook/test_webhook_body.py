@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from webhook.body import BodyError, check_content_type
-from webhook.memory import HeapTrimmer
+from webhook.memory import BodyBudget, BudgetBusy, HeapTrimmer
 
 
 @pytest.mark.parametrize(
@@ -38,3 +38,43 @@ async def test_the_heap_is_trimmed_after_a_large_burst_and_once_more_later_never
     assert trimmer.trims == 2
     await asyncio.sleep(0.4)
     assert trimmer.trims == 2
+
+
+async def test_large_bodies_share_one_budget_of_bytes() -> None:
+    budget = BodyBudget(limit_bytes=10, wait=0.05)
+    async with budget.reserve(6):
+        assert budget.free == 4
+        async with budget.reserve(4):
+            assert budget.free == 0
+            # No room, and none comes free: refused, without waiting for the read to end.
+            with pytest.raises(BudgetBusy, match="10 of 10 bytes"):
+                async with budget.reserve(1):
+                    pass
+    assert budget.free == 10
+
+
+async def test_a_body_waiting_for_room_gets_it_when_another_is_read() -> None:
+    budget = BodyBudget(limit_bytes=10, wait=60)
+    order: list[str] = []
+    first_in = asyncio.Event()
+    release = asyncio.Event()
+
+    async def first() -> None:
+        async with budget.reserve(8):
+            first_in.set()
+            await release.wait()
+            order.append("first done")
+
+    async def second() -> None:
+        await first_in.wait()
+        async with budget.reserve(8):
+            order.append("second in")
+
+    waiting = asyncio.gather(first(), second())
+    await first_in.wait()
+    await asyncio.sleep(0)
+    assert order == [] and budget.free == 2
+    release.set()
+    await waiting
+    assert order == ["first done", "second in"]
+    assert budget.free == 10
