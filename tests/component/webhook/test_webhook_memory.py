@@ -1,5 +1,5 @@
 """Hostile uploads against the real webhook process (``python -m webhook``, real TLS): memory stays
-bounded, stalled uploads are cut, large bodies are read a few at a time, and a slow client never
+bounded, stalled uploads are cut, large bodies share a budget of bytes, and a slow client never
 delays ordinary (small) reviews."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_aborted_large_uploads_do_not_grow_memory(webhook: Webhook) -> None:
 
     before, after = asyncio.run(rounds())
     print(f"webhook RSS: {before:.0f} MiB before, {after:.0f} MiB after 288 aborted 3 MiB uploads")
-    # Unbounded, this was 51 -> 509 MB. Bounded: at most 8 bodies of 3 MiB in flight, then trimmed.
+    # Unbounded, this was 51 -> 509 MB. Bounded: 24 MiB of large bodies in flight, then trimmed.
     assert after - before < 64, (before, after)
 
 
@@ -104,10 +104,10 @@ def test_a_stalled_upload_is_cut_after_the_read_timeout(webhook: Webhook) -> Non
     assert status == 408
 
 
-def test_large_bodies_wait_for_a_slot_and_small_reviews_never_do(webhook: Webhook) -> None:
+def test_large_bodies_beyond_the_budget_are_refused_and_small_reviews_never_are(webhook: Webhook) -> None:
     async def crowd() -> tuple[int, list[int]]:
         held = []
-        for _ in range(8):  # every large-body slot held by a client that sends nothing more
+        for _ in range(8):  # the whole 24 MiB budget held by clients that send nothing more
             reader, writer = await _open(webhook)
             writer.write(_head(UPLOAD) + b" " * 1024)
             await writer.drain()
