@@ -91,8 +91,8 @@ class GuardedServer(web.Server):
         assert isinstance(handler, _Connection)
         self._open += 1
         if self._open > self._limits.max_connections:
-            victim = next(iter(self._idle), None)
-            if victim is None:  # every connection is in a request: the new one waits for none
+            victim = self._idle_longest()
+            if victim is None:  # every connection is in a request (or closing): not this one
                 self._close(handler, CLOSED_OVER_LIMIT)
                 return
             self._close(victim, CLOSED_IDLE_FOR_NEW)
@@ -107,6 +107,16 @@ class GuardedServer(web.Server):
         if handler.header_timer is not None:
             handler.header_timer.cancel()
             handler.header_timer = None
+
+    def _idle_longest(self) -> _Connection | None:
+        """The open connection idle longest; those already closing (still counted until closed,
+        as they still hold their buffers) are forgotten on the way."""
+        while self._idle:
+            connection = next(iter(self._idle))
+            if connection.transport is not None:
+                return connection
+            del self._idle[connection]
+        return None
 
     def headers_due(self, connection: _Connection) -> None:
         """A request's first byte came (or the connection opened): its headers are due."""

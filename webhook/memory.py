@@ -106,8 +106,8 @@ def map_large_allocations(threshold: int = LARGE_ALLOCATION_BYTES) -> bool:
 
     By default glibc raises this threshold (up to 32 MiB) each time a large mapped block is freed,
     so after the first large body every later one comes from the heap, whose freed pages stay with
-    the process once other allocations sit among them: after the abuse mix in the Security section,
-    89 MiB kept with the default, 57 MiB with this (from 54). Calling ``mallopt`` also turns that
+    the process once other allocations sit among them: after the abuse mix of the Security section,
+    94 MiB kept with the default, 58 MiB with this (from 53). Calling ``mallopt`` also turns that
     raising off. Same effect as ``MALLOC_MMAP_THRESHOLD_`` in the environment, without relying on it.
     """
     libc = _glibc()
