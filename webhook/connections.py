@@ -125,7 +125,9 @@ class GuardedServer(web.Server):
         )
 
     def _close(self, connection: _Connection, reason: str) -> None:
-        connection.header_timer = None
+        if connection.header_timer is not None:  # a displaced connection's (or this very timer)
+            connection.header_timer.cancel()
+            connection.header_timer = None
         self._idle.pop(connection, None)
         # Not logged (an attacker's thousand idle connections would be a thousand lines): counted.
         self.closed[reason] += 1

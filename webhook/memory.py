@@ -141,6 +141,11 @@ class HeapTrimmer:
     def available(self) -> bool:
         return self._trim is not None
 
+    @property
+    def pending(self) -> bool:
+        """A trim (or the follow-up after a burst) is still to come."""
+        return self._scheduled or self._follow_up is not None
+
     def after(self, size: int) -> None:
         """A request of ``size`` body bytes (read or announced) is over."""
         if size < self.threshold_bytes or self._scheduled:
@@ -152,7 +157,9 @@ class HeapTrimmer:
     def _run(self, follow_up: bool = False) -> None:
         self._scheduled = False
         self._last = time.monotonic()
-        if not follow_up:
+        if follow_up:
+            self._follow_up = None
+        else:
             # Once more, ``settle`` seconds after the burst: a dropped connection's buffers can
             # be freed after its request was over (seen under load: 51 -> 149 MiB kept).
             if self._follow_up is not None:
