@@ -33,7 +33,23 @@ def live(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:
 def test_a_job_opted_in_by_its_label_is_a_gang_and_its_unlabelled_neighbour_is_untouched(
     cluster: LocalCluster, phalanx: Phalanx, namespace: str, pool: NodePool
 ) -> None:
-    pool.add(1, gpus=2)
+    pool.add(1, gpus=4)
+    # A Job without the label, in the namespace that is not opted in: never gated, runs pod by pod.
+    apply(cluster, namespace, pooled_job("plain", 2, pool, opted_in=False))
+    plain = eventually(
+        lambda: (
+            (found := live(cluster, namespace, "plain"))
+            and len(found) == 2
+            and all(bound(p) for p in found)
+            and found
+        ),
+        30,
+        what="the unlabelled Job's 2 pods bound",
+    )
+    assert not any(gated(p) or GROUP_LABEL in p["metadata"].get("labels", {}) for p in plain)
+    assert "podFailurePolicy" not in cluster.kubectl_json("get", "job", "plain", "-n", namespace)["spec"]
+
+    # The same Job labelled for opt-in, beside it: 4 GPUs needed, 2 free.
     apply(cluster, namespace, pooled_job("opted", 4, pool, opted_in=True))
     members = eventually(
         lambda: (found := live(cluster, namespace, "opted")) and len(found) == 4 and found,
@@ -45,7 +61,9 @@ def test_a_job_opted_in_by_its_label_is_a_gang_and_its_unlabelled_neighbour_is_u
     assert all(gated(p) for p in members)
     assert {p["metadata"]["labels"][GROUP_LABEL] for p in members} == {"opted"}
     assert {p["metadata"]["labels"][c.OPT_IN_LABEL] for p in members} == {c.OPT_IN_VALUE}
-    # 4 GPUs needed, 2 there: held whole -- none bound, all gated -- across a controller resync.
+    # What the webhook changes on an opted-in Job: a podFailurePolicy (docs/user-guide.md).
+    assert "podFailurePolicy" in cluster.kubectl_json("get", "job", "opted", "-n", namespace)["spec"]
+    # Held whole -- none bound, all gated -- across a controller resync, and it says why.
     stays(
         lambda: (
             len(found := live(cluster, namespace, "opted")) == 4
@@ -61,26 +79,8 @@ def test_a_job_opted_in_by_its_label_is_a_gang_and_its_unlabelled_neighbour_is_u
         30,
         what="its PodGroup says why it waits",
     )
-    # What the webhook changes on an opted-in Job: a podFailurePolicy (docs/user-guide.md).
-    assert "podFailurePolicy" in cluster.kubectl_json("get", "job", "opted", "-n", namespace)["spec"]
 
-    # The same Job without the label, in the same namespace: never gated, runs pod by pod.
-    apply(cluster, namespace, pooled_job("plain", 2, pool, opted_in=False))
-    plain = eventually(
-        lambda: (
-            (found := live(cluster, namespace, "plain"))
-            and len(found) == 2
-            and all(bound(p) for p in found)
-            and found
-        ),
-        30,
-        what="the unlabelled Job's 2 pods bound",
-    )
-    assert not any(gated(p) or GROUP_LABEL in p["metadata"].get("labels", {}) for p in plain)
-    stored = cluster.kubectl_json("get", "job", "plain", "-n", namespace)
-    assert "podFailurePolicy" not in stored["spec"]  # nothing of Phalanx's on it either
-
-    # Room for the whole gang (the plain Job holds the first node): released and bound, all 4.
+    # Room for the whole gang: released and bound, all 4; the plain Job's pods were never touched.
     pool.add(1, gpus=4)
     eventually(
         lambda: (
@@ -89,4 +89,7 @@ def test_a_job_opted_in_by_its_label_is_a_gang_and_its_unlabelled_neighbour_is_u
         ),
         60,
         what="the opted-in gang released whole",
+    )
+    assert sorted(p["metadata"]["uid"] for p in live(cluster, namespace, "plain")) == sorted(
+        p["metadata"]["uid"] for p in plain
     )
