@@ -10,16 +10,19 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 # Only what the wheel is built from; tests, deploy/ and docs stay out (see .dockerignore).
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements.lock ./
 COPY shared/ shared/
 COPY certs/ certs/
 COPY webhook/ webhook/
 COPY controller/ controller/
+# The dependencies are exactly requirements.lock's pins, each checked against its hash (`make lock`
+# regenerates it); the package itself then goes in without resolving anything again.
 # Bytecode is compiled now because the root filesystem is read-only at runtime; pip and
 # setuptools are dropped from the runtime environment.
-RUN pip wheel --wheel-dir /wheels . \
+RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/phalanx \
- && /opt/phalanx/bin/pip install --no-index --find-links /wheels phalanx \
+ && /opt/phalanx/bin/pip install --require-hashes -r requirements.lock \
+ && /opt/phalanx/bin/pip install --no-deps --no-index --find-links /wheels phalanx \
  && /opt/phalanx/bin/python -m compileall -q /opt/phalanx/lib \
  && /opt/phalanx/bin/pip uninstall -y pip setuptools
 

@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench bench-peers lint unit e2e binaries operators cluster-up cluster-down clean
+.PHONY: test demo bench bench-peers lint unit e2e floors lock binaries operators cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Phalanx needs Python >= 3.11")'
@@ -41,7 +41,37 @@ e2e: $(STAMP) binaries operators
 # run a real node (else it says why not).
 test: $(STAMP) binaries operators lint
 	$(PY) -m pytest -q --durations=10
+	@$(MAKE) --no-print-directory floors
 	@$(MAKE) --no-print-directory install-test-if-possible
+
+# The runtime dependencies at the lowest versions pyproject.toml allows (uv's lowest-direct
+# resolution; their own dependencies and the test tools float), in a fresh .venv-floors, under the
+# tests that exercise each of them: the webhook serving reviews over TLS on uvloop (aiohttp, msgspec,
+# orjson, prometheus-client), both processes' settings and command lines (pydantic,
+# pydantic-settings), certificates (cryptography), the controller's clients (kubernetes-asyncio) and
+# the plugin (pyyaml). A floor the code has outgrown fails here. docs/development.md "The dependency floors".
+# Left out: the fuzzers, the memory and throughput checks and the heap-trim cadence (slow or
+# timing-bound, and none exercises a dependency the tests kept do not).
+FLOORS := .venv-floors
+FLOOR_TOOLS := pytest pytest-asyncio pytest-timeout hypothesis jsonpatch
+FLOOR_TESTS := tests/component tests/unit/shared tests/unit/webhook tests/unit/certs tests/unit/controller \
+  --deselect tests/unit/webhook/test_webhook_fuzz.py --deselect tests/component/webhook/test_webhook_memory.py \
+  --deselect tests/component/webhook/test_bench_floor.py \
+  --deselect tests/unit/webhook/test_webhook_body.py::test_the_heap_is_trimmed_after_a_large_burst_and_once_more_later_never_for_small_ones
+
+floors: $(STAMP)
+	@$(VENV)/bin/uv venv -q --clear --python $(PY) $(FLOORS)
+	@$(VENV)/bin/uv pip install -q --python $(FLOORS)/bin/python --resolution lowest-direct -r pyproject.toml
+	@$(VENV)/bin/uv pip install -q --python $(FLOORS)/bin/python $(FLOOR_TOOLS)
+	@$(VENV)/bin/uv pip install -q --python $(FLOORS)/bin/python --no-deps -e .
+	@printf 'dependency floors: ' && $(FLOORS)/bin/python -m tests.floors
+	$(FLOORS)/bin/python -m pytest -q -p no:randomly $(FLOOR_TESTS)
+
+# requirements.lock: the exact, hash-checked versions the image installs (Dockerfile), within
+# pyproject.toml's ranges (tests/unit/test_dependency_lock.py). Regenerate after changing them.
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile -q pyproject.toml --universal --python-version 3.11 --generate-hashes \
+	  --custom-compile-command 'make lock' -o requirements.lock
 
 demo: $(STAMP) binaries
 	$(PY) -m tests.demo
@@ -62,7 +92,7 @@ cluster-down: $(STAMP)
 
 clean:
 	-$(PY) -m tests.localcluster down
-	rm -rf $(VENV) .local out .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOORS) .local out .mypy_cache .ruff_cache
 
 # ---- install: the container image and the in-cluster install tier (tests/install) ----
 .PHONY: image install-test install-test-if-possible kind-demo

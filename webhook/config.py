@@ -107,7 +107,10 @@ class WebhookSettings(BaseSettings):
     shutdown_timeout_seconds: float = Field(
         default=10.0,
         ge=0,
-        description="then wait at most this long for in-flight requests (the API server's timeout is 10 s)",
+        description=(
+            "then wait at most this long for in-flight requests (the API server gives up on each"
+            " after the webhook configuration's timeoutSeconds, 5 s)"
+        ),
     )
 
     @model_validator(mode="after")

@@ -19,7 +19,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 # Admission is sub-millisecond when healthy; the fine low buckets show regressions long before
-# the API server's timeout (10 s) is anywhere near.
+# the API server's timeout (the webhook configuration's timeoutSeconds, 5 s) is anywhere near.
 DURATION_BUCKETS = (
     0.00025,
     0.0005,

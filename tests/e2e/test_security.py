@@ -26,6 +26,7 @@ from tests.localcluster.phalanx import NAMESPACE, Phalanx
 CONTROLLER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
 PODGROUPS = "podgroups.scheduling.sigs.k8s.io"
 REMOVE_GATES = json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}])
+LIFT_GATE = json.dumps({"spec": {"schedulingGates": [{"$patch": "delete", "name": "phalanx.io/gang"}]}})
 
 
 def tenant(cluster: LocalCluster, namespace: str, role: str = "edit") -> list[str]:
@@ -63,19 +64,24 @@ def waiting_gang(cluster: LocalCluster, namespace: str, pool: NodePool, name: st
 # ---- item 9: only Phalanx lifts the gate, and a member bound without it is reported -------------
 
 
-def test_nobody_but_phalanx_can_remove_the_gang_gate(
+def test_nobody_but_phalanx_can_remove_the_gang_gate_but_a_cluster_admin_breaking_glass(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     as_tenant = tenant(cluster, gang_namespace)
+    as_admin = tenant(cluster, gang_namespace, role="admin")  # the namespace's admin, not the cluster's
     waiting = waiting_gang(cluster, gang_namespace, pool, "toobig")
     name = waiting[0]["metadata"]["name"]
     patch = ("patch", "pod", name, "-n", gang_namespace, "--type=json", "-p", REMOVE_GATES)
-    for who in (as_tenant, []):  # a namespace editor, and even the cluster admin
+    for who in (as_tenant, as_admin):
         result = cluster.kubectl(*patch, *who, check=False)
         assert refused(result, "only Phalanx may remove the phalanx.io/gang scheduling gate"), result.stderr
     # The tenant still edits its pods otherwise: the policy guards the gate, nothing more.
     cluster.kubectl("label", "pod", name, "-n", gang_namespace, "note=mine", *as_tenant)
     stays(lambda: count_bound(cluster, gang_namespace, "toobig") == 0, 3.0, what="nothing bound")
+    # Break-glass (docs/operations.md): the cluster admin lifts Phalanx's gate, and only it, by hand;
+    # the scheduler then places the pod.
+    cluster.kubectl("patch", "pod", name, "-n", gang_namespace, "--type=strategic", "-p", LIFT_GATE)
+    eventually(lambda: count_bound(cluster, gang_namespace, "toobig") == 1, 30, what="the released pod bound")
 
 
 def test_a_member_bound_without_phalanx_s_admission_is_reported(
@@ -326,3 +332,65 @@ def test_the_webhook_answers_400_and_415_to_what_is_not_an_api_server_review(pha
     assert post(complete, "application/json")[0] == 200
     status, text = post(complete, "text/plain")
     assert status == 415 and "Content-Type must be application/json" in text
+
+
+# ---- the policies follow the controller's ServiceAccount, wherever Phalanx is installed ----------
+
+POLICY_BINDINGS = (
+    "phalanx-gang-gate",
+    "phalanx-admission-record",
+    "phalanx-controller-pod-updates",
+    "phalanx-controller-pod-deletes",
+    "phalanx-controller-podgroup-deletes",
+)
+
+
+def _point_bindings_at(cluster: LocalCluster, namespace: str) -> None:
+    body = json.dumps({"spec": {"paramRef": {"namespace": namespace}}})
+    for binding in POLICY_BINDINGS:
+        cluster.kubectl("patch", "validatingadmissionpolicybinding", binding, "--type=merge", "-p", body)
+
+
+def test_the_policies_know_the_controller_of_an_install_in_another_namespace(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    """What `namespace: X` in an overlay changes in the policies (their bindings' paramRef), applied
+    to the live bindings: the controller's ServiceAccount in X may lift the gate, the one in
+    phalanx-system no longer may, and X's controller is held to what the controller may do."""
+    elsewhere = f"phalanx-alt-{uuid.uuid4().hex[:6]}"
+    as_moved = ["--as", f"system:serviceaccount:{elsewhere}:phalanx-controller"]
+    cluster.kubectl("create", "namespace", elsewhere)
+    cluster.kubectl("create", "serviceaccount", "phalanx-controller", "-n", elsewhere)
+    cluster.kubectl(
+        "create",
+        "clusterrolebinding",
+        elsewhere,
+        "--clusterrole=phalanx-controller",
+        f"--serviceaccount={elsewhere}:phalanx-controller",
+    )
+    as_tenant = tenant(cluster, gang_namespace)
+    name = waiting_gang(cluster, gang_namespace, pool, "moved")[0]["metadata"]["name"]
+
+    def lift(who: list[str], body: str = LIFT_GATE) -> Any:
+        return cluster.kubectl(
+            "patch", "pod", name, "-n", gang_namespace, "--dry-run=server", "--type=strategic",
+            "-p", body, *who, check=False,
+        )  # fmt: skip
+
+    gate_refusal = "only Phalanx may remove the phalanx.io/gang scheduling gate"
+    try:
+        _point_bindings_at(cluster, elsewhere)
+        eventually(
+            lambda: lift(as_moved).returncode == 0 and refused(lift(["--as", CONTROLLER]), gate_refusal),
+            30,
+            what="the moved controller lifting the gate, the old identity refused",
+        )
+        assert refused(lift(as_tenant), gate_refusal)
+        relabel = json.dumps({"metadata": {"labels": {"x": "y"}}})
+        assert refused(lift(as_moved, relabel), "labels, annotations, owners")
+    finally:
+        _point_bindings_at(cluster, NAMESPACE)
+        cluster.kubectl("delete", "clusterrolebinding", elsewhere, check=False)
+        cluster.kubectl("delete", "namespace", elsewhere, "--wait=false", check=False)
+    # The session's controller is the controller again.
+    eventually(lambda: lift(["--as", CONTROLLER]).returncode == 0, 30, what="the session's controller again")

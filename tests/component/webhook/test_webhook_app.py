@@ -8,7 +8,7 @@ import http.client
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -47,9 +47,10 @@ def job_review(uid: str = UID, **spec: Any) -> dict[str, Any]:
     }
 
 
-Clients = tuple[
-    TestClient[web.Request, web.Application], TestClient[web.Request, web.Application], WebhookServer
-]
+if TYPE_CHECKING:  # TestClient is not subscriptable at runtime at aiohttp's floor (make floors)
+    Clients = tuple[
+        TestClient[web.Request, web.Application], TestClient[web.Request, web.Application], WebhookServer
+    ]
 
 
 @pytest.fixture

@@ -42,9 +42,26 @@ def test_policies_fail_closed_and_name_the_controller_that_rbac_binds() -> None:
     assert f"system:serviceaccount:{subject['namespace']}:{subject['name']}" == CONTROLLER_USER
     for policy in of_kind(objects, "ValidatingAdmissionPolicy"):
         assert policy["spec"]["failurePolicy"] == "Fail"
-        text = str(policy["spec"])
-        assert "system:serviceaccount:" in text
-        assert text.count("system:serviceaccount:") == text.count(CONTROLLER_USER), policy["metadata"]["name"]
+        assert "system:serviceaccount:" in str(policy["spec"])
+    # Each binding's parameter is the ServiceAccount that ClusterRoleBinding binds (the policies
+    # build the user name from it: test_install_namespace.py).
+    for policy_binding in of_kind(objects, "ValidatingAdmissionPolicyBinding"):
+        ref = policy_binding["spec"]["paramRef"]
+        assert f"system:serviceaccount:{ref['namespace']}:{ref['name']}" == CONTROLLER_USER
+
+
+def test_only_cluster_admins_and_the_break_glass_role_may_lift_the_gate_besides_the_controller() -> None:
+    gate = named(_policies(), "ValidatingAdmissionPolicy", "phalanx-gang-gate")
+    check = "authorizer.group('scheduling.phalanx.io').resource('gates').check('lift').allowed()"
+    assert check in " ".join(str(gate["spec"]["validations"]).split())
+    role = named(_policies(), "ClusterRole", "phalanx-gate-break-glass")
+    lift = {"apiGroups": ["scheduling.phalanx.io"], "resources": ["gates"], "verbs": ["lift"]}
+    assert role["rules"] == [lift]
+    # Nobody is bound to it by the install: the controller is recognised by name, tenants never.
+    for path in DEPLOY.rglob("*.yaml"):
+        for obj in load(path):
+            if obj.get("kind") in {"ClusterRoleBinding", "RoleBinding"}:
+                assert obj["roleRef"]["name"] != "phalanx-gate-break-glass", path
 
 
 def test_the_gate_and_admission_record_names_are_phalanx_s() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from shared import constants
+from webhook.config import WebhookSettings
 
 from .manifests import DEPLOY, load, named
 
@@ -27,11 +28,11 @@ OPTED_IN_TWINS = {
     "opted-in-workloads.phalanx.io": "workloads.phalanx.io",
     "opted-in-pods.phalanx.io": "pods.phalanx.io",
 }
-SYSTEM_NAMESPACES = {
-    "key": "kubernetes.io/metadata.name",
-    "operator": "NotIn",
-    "values": ["kube-system", "phalanx-system"],
-}
+# Never kube-system (by name) or Phalanx's own namespace (labelled phalanx.io/skip, whatever it is called).
+SYSTEM_NAMESPACES = [
+    {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
+    {"key": constants.SKIP, "operator": "NotIn", "values": ["true"]},
+]
 NOT_SKIPPED = {"key": constants.SKIP, "operator": "NotIn", "values": ["true"]}
 
 
@@ -59,7 +60,7 @@ def test_each_opted_in_twin_is_its_entry_with_the_object_selecting_instead_of_th
         # Not the labelled namespaces (their entry sends everything there), never the system ones.
         "matchExpressions": [
             {"key": constants.OPT_IN_LABEL, "operator": "NotIn", "values": [constants.OPT_IN_VALUE]},
-            SYSTEM_NAMESPACES,
+            *SYSTEM_NAMESPACES,
         ]
     }
     assert hooks[twin]["objectSelector"] == {
@@ -113,7 +114,9 @@ OPT_IN = {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE}
         # Never the system namespaces, whatever their labels or the object's say.
         ({**OPT_IN, "kubernetes.io/metadata.name": "kube-system"}, OPT_IN, 0),
         ({"kubernetes.io/metadata.name": "kube-system"}, OPT_IN, 0),
-        ({"kubernetes.io/metadata.name": "phalanx-system"}, OPT_IN, 0),
+        ({"kubernetes.io/metadata.name": "phalanx-system", constants.SKIP: "true"}, OPT_IN, 0),
+        ({"kubernetes.io/metadata.name": "ml-platform", constants.SKIP: "true"}, OPT_IN, 0),
+        ({**OPT_IN, "kubernetes.io/metadata.name": "ml-platform", constants.SKIP: "true"}, {}, 0),
     ],
 )
 def test_what_opted_in_is_sent_once_and_nothing_else_is(
@@ -137,8 +140,9 @@ def test_webhook_is_create_only_fail_closed_and_opt_in(name: str) -> None:  # an
     assert all("CREATE" in rule["operations"] for rule in hook["rules"])
     assert hook["namespaceSelector"] == {
         "matchLabels": {constants.OPT_IN_LABEL: constants.OPT_IN_VALUE},
-        # By name too: a label on kube-system or phalanx-system must not gate their pods.
-        "matchExpressions": [SYSTEM_NAMESPACES],
+        # An opt-in label on kube-system (by name) or on Phalanx's own namespace (labelled
+        # phalanx.io/skip, whatever it is called) must not gate their pods.
+        "matchExpressions": SYSTEM_NAMESPACES,
     }
     assert hook["objectSelector"] == {"matchExpressions": [NOT_SKIPPED]}
     assert hook["clientConfig"]["service"] == {
@@ -165,3 +169,14 @@ def test_webhook_rules(name: str) -> None:
 @pytest.mark.parametrize("name", ["pods.phalanx.io", "opted-in-pods.phalanx.io"])
 def test_pods_are_reinvoked_when_later_webhooks_mutate_them(name: str) -> None:
     assert _webhooks()[name]["reinvocationPolicy"] == "IfNeeded"
+
+
+def test_the_api_servers_timeout_quoted_by_the_webhook_is_the_configured_one() -> None:
+    """The shutdown timeout outlasts any request the API server still waits for, and its help (which
+    docs/reference.md shows) quotes the timeoutSeconds configured here, not another figure."""
+    timeouts = {hook["timeoutSeconds"] for hook in _webhooks().values()}
+    assert len(timeouts) == 1
+    (timeout,) = timeouts
+    field = WebhookSettings.model_fields["shutdown_timeout_seconds"]
+    assert field.default >= timeout
+    assert f"timeoutSeconds, {timeout} s" in str(field.description)
