@@ -5,7 +5,9 @@ from typing import Final
 # The prefix of every Phalanx label and annotation.
 DOMAIN: Final = "phalanx.io"
 
-# Opt-in: a namespace labelled with this key and value is gang-scheduled.
+# Opt-in: a namespace labelled with this key and value is gang-scheduled; so is one workload (or
+# bare pod) carrying it as a label in a namespace that is not (the webhook copies it onto the
+# workload's pod templates, so that its pods are selected too).
 OPT_IN_LABEL: Final = "phalanx.io/gang-scheduling"
 OPT_IN_VALUE: Final = "enabled"
 

@@ -115,6 +115,12 @@ def is_truthy(value: object) -> bool:
     return isinstance(value, str) and value.strip().lower() == "true"
 
 
+def opted_in(labels: Mapping[str, str] | None) -> bool:
+    """True when the object itself opted in with the label ``phalanx.io/gang-scheduling: enabled``
+    (a label only: the webhook configuration selects objects by their labels)."""
+    return labels is not None and labels.get(constants.OPT_IN_LABEL) == constants.OPT_IN_VALUE
+
+
 def skipped(labels: Mapping[str, str] | None, annotations: Mapping[str, str] | None) -> bool:
     """True when the object opted out with ``phalanx.io/skip: "true"`` (label or annotation)."""
     skip = constants.SKIP

@@ -42,9 +42,11 @@ class Admitter:
             review = parse_review(body)
         except ReviewError as err:
             return self.bad_request(400, str(err), started)
-        except Exception:  # without a uid there is no AdmissionReview to answer with
-            log.exception("unreadable admission request")
-            return self.bad_request(400, "could not read the AdmissionReview", started)
+        except Exception as err:  # without a uid there is no AdmissionReview to answer with
+            # Only the exception's type: its text may quote the body, and a hostile client's
+            # bodies must not fill the log (nor tracebacks: one line per bad request).
+            message = f"could not read the AdmissionReview ({type(err).__name__})"
+            return self.bad_request(400, message, started)
         kind, operation = review.gvk[2], review.operation
         try:
             mutation = mutate_request(review.request, operation, review.gvk, self._config)
@@ -70,10 +72,11 @@ class Admitter:
         return answer
 
     def bad_request(self, status: int, message: str, started: float) -> Answer:
-        """A 4xx with a plain message: the body was not something to admit."""
+        """A 4xx with a plain message: the body was not something to admit. One WARNING line, which
+        never quotes the body (the messages say what was wrong, not what was sent)."""
         self._metrics.count(UNKNOWN, UNKNOWN, "bad_request")
         self._metrics.duration.observe(time.perf_counter() - started)
-        log.info("bad admission request", extra={"status": status, "error": message})
+        log.warning("bad admission request", extra={"status": status, "error": message})
         return Answer(status, f"phalanx: {message}\n".encode(), TEXT)
 
 

@@ -1,4 +1,4 @@
-"""Read one admission request body, within bounds: type, size, time, and how many at once.
+"""Read one admission request body, within bounds: type, size, time, and bytes held at once.
 
 Every refusal is a ``BodyError`` with the HTTP status and a plain message. The API server always
 sends ``Content-Type: application/json`` and a body well below its own request limit within
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from aiohttp import StreamReader
 
-from webhook.memory import BodySlots, SlotsBusy
+from webhook.memory import BodyBudget, BudgetBusy
 
 JSON_TYPE = "application/json"
-# Bodies announced at most this large are read without a slot (a pod review is ~5-20 KiB).
+# Bodies announced at most this large are read without reserving (a pod review is ~5-20 KiB).
 SMALL_BODY_BYTES = 64 * 1024
 
 
@@ -38,7 +38,8 @@ def check_content_type(header: str | None) -> None:
         return
     media_type = (header or "").split(";", 1)[0].strip().lower()
     if media_type != JSON_TYPE:
-        raise BodyError(415, f"Content-Type must be {JSON_TYPE}, not {media_type or 'missing'!r}")
+        # Cut: the header is the client's text, and it is logged.
+        raise BodyError(415, f"Content-Type must be {JSON_TYPE}, not {media_type[:64] or 'missing'!r}")
 
 
 class Upload:
@@ -54,12 +55,12 @@ class Upload:
         """Bytes this upload held or announced: what its memory was sized by."""
         return max(self.received, self.content_length or 0)
 
-    async def read(self, limits: BodyLimits, slots: BodySlots) -> bytes | bytearray:
+    async def read(self, limits: BodyLimits, budget: BodyBudget) -> bytes | bytearray:
         if self.content_length is not None and self.content_length > limits.max_bytes:
             raise BodyError(413, f"body larger than {limits.max_bytes} bytes")
         if self.content_length is not None and self.stream.is_eof():
             # All of it came with the headers (as a review from the API server nearly always
-            # does): nothing to wait for, so neither a timer nor a slot, and no copy.
+            # does): nothing to wait for, so neither a timer nor a reservation, and no copy.
             body = self.stream.read_nowait(-1)
             self.received = len(body)
             return body
@@ -68,9 +69,10 @@ class Upload:
             async with asyncio.timeout(limits.read_timeout):
                 if self.content_length is not None and self.content_length <= SMALL_BODY_BYTES:
                     return await self._read_all(limits.max_bytes, too_large)
-                async with slots.slot():
+                # An unknown length may grow to the limit: that much is reserved.
+                async with budget.reserve(self.content_length or limits.max_bytes):
                     return await self._read_all(limits.max_bytes, too_large)
-        except SlotsBusy as err:
+        except BudgetBusy as err:
             raise BodyError(503, str(err)) from None
         except TimeoutError:
             raise BodyError(

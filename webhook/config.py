@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared import constants as c
@@ -42,21 +42,45 @@ class WebhookSettings(BaseSettings):
         default=5.0, gt=0, description="how often a renewed certificate is picked up"
     )
     max_body_bytes: int = Field(
-        default=3 * 1024 * 1024,
+        default=6 * 1024 * 1024,
         ge=1024,
-        description="larger requests get HTTP 413 (the API server's own request limit: no review it "
-        "sends is larger)",
+        description="larger requests get HTTP 413 (the API server accepts objects up to 3 MiB and "
+        "stores up to 1.5 MiB: an UPDATE review carries both, in a few KiB of envelope)",
     )
     body_read_timeout_seconds: float = Field(
         default=2.0,
         gt=0,
         description="a body must arrive whole within this time; stalled uploads get HTTP 408",
     )
-    max_concurrent_large_bodies: int = Field(
-        default=8, ge=1, description="large bodies (over 64 KiB, or of unknown length) read at once"
+    max_buffered_body_bytes: int = Field(
+        default=24 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of large bodies (over 64 KiB, or of unknown length) held at once across "
+        "all connections; one that does not fit waits --body-budget-wait-seconds, then gets HTTP 503",
     )
-    body_slot_wait_seconds: float = Field(
-        default=1.0, ge=0, description="how long another large body waits for a slot, then gets HTTP 503"
+    body_budget_wait_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        description="how long a large body waits for room in the budget (0: refused at once, so that "
+        "its connection is closed before it buffers more)",
+    )
+    max_connections: int = Field(
+        default=128,
+        ge=1,
+        description="open connections; a new one beyond this closes the one idle longest (or, when "
+        "every one is in a request, itself)",
+    )
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="a request's headers must arrive within this time of its first byte (of "
+        "connecting, for a connection's first request), else the connection is closed",
+    )
+    keepalive_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="an idle connection is closed after this long (longer than the API server's own "
+        "90 s, so that it never reuses a connection being closed)",
     )
     foreign_schedulers: NameList = Field(
         Names(c.DEFAULT_FOREIGN_GANG_SCHEDULERS),
@@ -88,6 +112,12 @@ class WebhookSettings(BaseSettings):
             " after the webhook configuration's timeoutSeconds, 5 s)"
         ),
     )
+
+    @model_validator(mode="after")
+    def _budget_fits_a_body(self) -> WebhookSettings:
+        if self.max_buffered_body_bytes < self.max_body_bytes:
+            raise ValueError("--max-buffered-body-bytes must be at least --max-body-bytes")
+        return self
 
     @field_validator("foreign_schedulers", "excluded_namespaces", mode="before")
     @classmethod

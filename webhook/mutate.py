@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from shared import constants as c
 from shared import workloads
-from shared.grouplink import GroupLink, declared_min_available, resolve, skipped
+from shared.grouplink import GroupLink, declared_min_available, opted_in, resolve, skipped
 from shared.jsonread import get_in, obj, strings, text
 from shared.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind, per_group_link
 from webhook import traps
@@ -202,6 +202,9 @@ class _WorkloadMutation:
         settings = {**workload_queue(labels), **annotations}
         self.copied = {key: settings[key] for key in COPIED_ANNOTATIONS if key in settings}
         self.declared = declared_min_available(labels)
+        # A workload opted in by its own label (in a namespace that is not): its pods carry the label
+        # too, or the webhook configuration, which selects them by it, would never send them here.
+        self.pod_labels = {c.OPT_IN_LABEL: c.OPT_IN_VALUE} if opted_in(labels) else {}
         self.templates = _templates(kind, workload)
         self.default = resolve(labels, annotations) or next((t.link for t in self.templates if t.link), None)
         if self.default is None and self.name:
@@ -249,7 +252,7 @@ class _WorkloadMutation:
 
     def _per_group(self, template: _Template) -> None:
         if not _gate_per_group(
-            self.builder, template, self.kind, self.workload, self.annotations, self.warnings
+            self.builder, template, self.kind, self.workload, self.annotations, self.pod_labels, self.warnings
         ):
             return
         self.groups.append(f"{self.name}-<group>")
@@ -273,6 +276,7 @@ class _WorkloadMutation:
                 group=link.name,
                 size=size,
                 copied=self.copied,
+                labels=self.pod_labels,
             )
             rewritten = _rewrite_scheduler(scope, template.body.get("spec"), self.config, template.where)
         except ShapeError as err:
@@ -353,6 +357,7 @@ def _gate_per_group(
     kind: WorkloadKind,
     workload: dict[str, Any],
     annotations: Mapping[str, str],
+    labels: Mapping[str, str],
     warnings: list[str],
 ) -> bool:
     """Gate and size a template whose pods are grouped when they are created (LeaderWorkerSet):
@@ -362,6 +367,8 @@ def _gate_per_group(
         scope = _scope(builder, template)
         if not _has_gate(get_in(template.body, "spec", "schedulingGates")):
             scope.append(("spec", "schedulingGates"), {"name": c.GATE})
+        if any(template.labels.get(key) != value for key, value in labels.items()):
+            scope.merge(("metadata", "labels"), dict(labels))
         wanted = {c.INFERRED_MIN_MEMBER_ANNOTATION: str(kind.gang_size(workload))}
         for key in COPIED_ANNOTATIONS:
             if key in annotations and key not in template.annotations:
@@ -400,17 +407,20 @@ def _gate_template(
     group: str,
     size: int,
     copied: Mapping[str, str],
+    labels: Mapping[str, str],
 ) -> bool:
     """Gate, label and annotate one pod template (``builder`` is scoped to it) with the workload's
-    ``copied`` settings; True if anything had to change."""
+    ``copied`` settings and pod ``labels``; True if anything had to change."""
     before = len(builder.ops)
     if not _has_gate(get_in(template.body, "spec", "schedulingGates")):
         builder.append(("spec", "schedulingGates"), {"name": c.GATE})
     # A template gated before (one a workload's controller made from a gated template) already
     # carries the label and annotations: no merge to walk. The maps read here hold only the
     # template's string values, so a value found equal is equal in the template itself.
-    if template.labels.get(c.POD_GROUP_LABEL) != group:
-        builder.merge(("metadata", "labels"), {c.POD_GROUP_LABEL: group})
+    if template.labels.get(c.POD_GROUP_LABEL) != group or any(
+        template.labels.get(key) != value for key, value in labels.items()
+    ):
+        builder.merge(("metadata", "labels"), {c.POD_GROUP_LABEL: group, **labels})
     wanted = {c.INFERRED_MIN_MEMBER_ANNOTATION: str(size)}
     for key, value in copied.items():
         # A value the user wrote on the template itself is more specific than the workload's.

@@ -47,7 +47,8 @@ def parse_review(body: bytes | bytearray) -> Review:
     if doc.get("kind") != REVIEW_KIND:
         raise ReviewError(f"kind must be {REVIEW_KIND}")
     api_version = doc.get("apiVersion")
-    if api_version not in API_VERSIONS:
+    # A list or object is never one of the names (and cannot even be looked up in a set).
+    if not isinstance(api_version, str) or api_version not in API_VERSIONS:
         raise ReviewError(f"apiVersion must be one of {', '.join(sorted(API_VERSIONS))}")
     request = doc.get("request")
     if not isinstance(request, dict):
@@ -62,7 +63,7 @@ def parse_review(body: bytes | bytearray) -> Review:
 def _check_request(request: dict[str, Any]) -> tuple[str, GVK]:
     """What the API server always sends: an operation, the object's kind, and the object itself."""
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise ReviewError(f"request.operation must be one of {', '.join(sorted(OPERATIONS))}")
     kind = request.get("kind")
     if not isinstance(kind, dict) or not isinstance(name := kind.get("kind"), str) or not name:

@@ -20,7 +20,8 @@ from shared.logging import batch_direct_lines
 from webhook.admission import Admitter, Answer
 from webhook.body import SMALL_BODY_BYTES, BodyError, BodyLimits, Upload, check_content_type
 from webhook.config import WebhookSettings
-from webhook.memory import BodySlots, HeapTrimmer
+from webhook.connections import ConnectionLimits, GuardedServer
+from webhook.memory import BodyBudget, HeapTrimmer, map_large_allocations
 from webhook.metrics import WebhookMetrics
 from webhook.tls import CertReloader, server_context
 
@@ -43,7 +44,7 @@ class AdmissionHandler:
         self.metrics = metrics
         self.limits = BodyLimits(config.max_body_bytes, config.body_read_timeout_seconds)
         self.admitter = Admitter(config.mutation_config(), metrics)
-        self.slots = BodySlots(config.max_concurrent_large_bodies, config.body_slot_wait_seconds)
+        self.budget = BodyBudget(config.max_buffered_body_bytes, config.body_budget_wait_seconds)
         self.trimmer = HeapTrimmer(threshold_bytes=SMALL_BODY_BYTES)
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -66,7 +67,7 @@ class AdmissionHandler:
     async def _answer(self, request: web.BaseRequest, upload: Upload, started: float) -> Answer:
         try:
             check_content_type(request.headers.get(hdrs.CONTENT_TYPE))
-            body = await upload.read(self.limits, self.slots)
+            body = await upload.read(self.limits, self.budget)
         except BodyError as err:
             return self.admitter.bad_request(err.status, err.message, started)
         except ConnectionError as err:
@@ -79,8 +80,26 @@ class AdmissionHandler:
 
 def create_admission_server(config: WebhookSettings, metrics: WebhookMetrics | None = None) -> web.Server:
     """The admission server (needs the running loop): ``POST /mutate`` for every kind Phalanx
-    handles, without an access log (one structured line per admission is logged instead)."""
-    return web.Server(AdmissionHandler(config, metrics or WebhookMetrics()), access_log=None)
+    handles, within the connection limits (webhook.connections), without an access log (one
+    structured line per admission is logged instead)."""
+    limits = ConnectionLimits(
+        max_connections=config.max_connections,
+        header_timeout=config.header_timeout_seconds,
+        keepalive_timeout=config.keepalive_timeout_seconds,
+    )
+    return GuardedServer(
+        AdmissionHandler(config, metrics or WebhookMetrics()),
+        limits,
+        access_log=None,
+        # Headers of the API server's requests are a few hundred bytes: far fewer and shorter
+        # than aiohttp allows by default (128 of 8 KiB each), which a client could hold per connection.
+        max_headers=32,
+        max_field_size=8190,
+        max_line_size=8190,
+        # What a connection buffers ahead of the handler (twice this, then reading pauses): 16 KiB
+        # holds a pod review whole; aiohttp's 64 KiB would let each slow upload hold 128 KiB.
+        read_bufsize=16 * 1024,
+    )
 
 
 class WebhookServer:
@@ -165,6 +184,7 @@ async def run(settings: WebhookSettings) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    map_large_allocations()  # before any large body: they then go back to the OS when freed
     server = WebhookServer(settings)
     await server.start()
     # Everything allocated so far lives as long as the process: keep the collector from

@@ -18,6 +18,7 @@ from controller.api.workload_owners import WorkloadKey, sized_by
 from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
 from shared import constants
+from shared.grouplink import opted_in
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -304,12 +305,13 @@ def snapshot(
         record = store.podgroup(key)
         if record is None or key.namespace in store.terminating_namespaces:
             continue
-        # Phalanx manages gangs in opted-in namespaces, and any gang it gated (a namespace that
-        # opted out later must not strand its gated pods). Other PodGroups are not its business.
+        # Phalanx manages gangs in opted-in namespaces, gangs of workloads opted in by their own
+        # label (their pods carry it), and any gang it gated (a namespace that opted out later must
+        # not strand its gated pods). Other PodGroups are not its business.
         members = store.members(key)
         if skip_settled and settled(record, members, store):
             continue
-        if key.namespace in store.opted_in or any(p.gated for p in members):
+        if key.namespace in store.opted_in or any(p.gated or opted_in(p.labels) for p in members):
             views[key] = view(record, store, now, budgeted)
     pods = (budgeted.get(uid, pod) for uid, pod in store.pods.items())
     snap = Snapshot(

@@ -263,6 +263,25 @@ async def test_a_gang_outside_opted_in_namespaces_without_gated_members_is_ignor
     assert h.kube.writes == []
 
 
+async def test_a_gang_opted_in_by_its_pods_label_is_served_once_its_gates_are_lifted() -> None:
+    """A workload opted in by its own label, in a namespace that is not: its admitted members carry
+    no gate, but the label (copied onto them by the webhook) keeps the gang Phalanx's."""
+    h = Harness()
+    h.cluster(opted_in=False)
+    members = gang(2, gates=())
+    for member in members:
+        member["metadata"].setdefault("labels", {})[c.OPT_IN_LABEL] = c.OPT_IN_VALUE
+    h.kube.seed(r.PODS, *members)
+    h.kube.seed(r.PODGROUPS, podgroup(min_member=2))
+    await h.step()
+    await h.step()
+
+    # Its PodGroup's status is kept (where the same gang without the label is ignored, above).
+    assert [(w.rt, w.verb, w.subresource, w.name) for w in h.kube.writes] == [
+        (r.PODGROUPS, "patch", "status", "g")
+    ]
+
+
 async def test_a_gated_gang_outside_opted_in_namespaces_is_still_served() -> None:
     """The namespace opted out after the webhook gated the pods: they must not be stranded."""
     h = Harness()

@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from shared import constants as c
 from webhook.config import WebhookSettings
+from webhook.connections import GuardedServer
 from webhook.server import AdmissionHandler, WebhookServer, create_admission_server
 
 UID = "0d5e2c1a-7a8b-4c3d-9e0f-123456789abc"
@@ -157,7 +158,9 @@ async def test_health_readiness_and_metrics(apps: Clients) -> None:
 
 async def test_many_apps_each_with_their_own_metrics() -> None:
     first, second = create_admission_server(WebhookSettings()), create_admission_server(WebhookSettings())
-    assert first.request_handler.metrics is not second.request_handler.metrics
+    assert isinstance(first, GuardedServer) and isinstance(second, GuardedServer)
+    assert isinstance(first.handler, AdmissionHandler) and isinstance(second.handler, AdmissionHandler)
+    assert first.handler.metrics is not second.handler.metrics
 
 
 # --- fuzz through the real HTTP stack ---------------------------------------------------------

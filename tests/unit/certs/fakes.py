@@ -8,7 +8,12 @@ from typing import Any
 
 from certs.kube import ConflictError, NotFoundError, Secret
 
-WEBHOOK_NAMES = ("workloads.phalanx.io", "pods.phalanx.io")
+WEBHOOK_NAMES = (
+    "workloads.phalanx.io",
+    "pods.phalanx.io",
+    "opted-in-workloads.phalanx.io",
+    "opted-in-pods.phalanx.io",
+)
 
 
 class FakeCertAPI:

@@ -33,7 +33,7 @@ from certs.kube import (
 )
 
 from .conftest import DNS, NOW
-from .fakes import FakeCertAPI
+from .fakes import WEBHOOK_NAMES, FakeCertAPI
 
 NS, SECRET = "phalanx-system", "phalanx-webhook-tls"
 CA = b"-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n"
@@ -187,8 +187,8 @@ async def test_gives_up_when_the_secret_keeps_changing(api: FakeCertAPI, config:
 
 async def test_injects_the_ca_into_every_webhook_only_when_different(api: FakeCertAPI) -> None:
     ca = new_ca(NOW)[0]
-    assert await inject_ca(api, "phalanx-webhook", ca) == 2
-    assert api.ca_bundles() == [base64.b64encode(ca).decode()] * 2
+    assert await inject_ca(api, "phalanx-webhook", ca) == len(WEBHOOK_NAMES)
+    assert api.ca_bundles() == [base64.b64encode(ca).decode()] * len(WEBHOOK_NAMES)
     assert await inject_ca(api, "phalanx-webhook", ca) == 0
     assert len(api.patches) == 1  # the second call did not patch at all
 
@@ -202,7 +202,7 @@ async def test_reconcile_writes_serving_files_without_the_ca_key(
     api: FakeCertAPI, config: BootstrapConfig
 ) -> None:
     report = await reconcile(api, config, NOW)
-    assert report.secret == "created" and report.webhooks_patched == 2
+    assert report.secret == "created" and report.webhooks_patched == len(WEBHOOK_NAMES)
     assert sorted(p.name for p in config.cert_dir.iterdir()) == ["ca.crt", "tls.crt", "tls.key"]
     assert (config.cert_dir / "tls.key").stat().st_mode & 0o777 == 0o600
     assert (config.cert_dir / "tls.crt").read_bytes() == _stored(api).tls_crt

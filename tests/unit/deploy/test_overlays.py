@@ -152,7 +152,7 @@ def test_local_has_no_workloads_and_points_webhooks_at_localhost(built: dict[str
     kinds = {o["kind"] for o in objects}
     assert not kinds & {"Deployment", "Service", "PodDisruptionBudget", "StatefulSet", "DaemonSet", "Pod"}
     config = named(objects, "MutatingWebhookConfiguration", "phalanx-webhook")
-    assert len(config["webhooks"]) == 2
+    assert len(config["webhooks"]) == 4  # every entry: the namespace opt-in and the object opt-in twins
     for hook in config["webhooks"]:
         assert hook["clientConfig"] == {"url": LOCAL_URL}  # no service; caBundle comes from `certs inject`
     crds = {o["metadata"]["name"] for o in of_kind(objects, "CustomResourceDefinition")}

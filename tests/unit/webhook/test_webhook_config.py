@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parents[3]
 def test_defaults() -> None:
     settings = WebhookSettings()
     assert (settings.bind_address, settings.port, settings.health_port) == ("0.0.0.0", 9443, 8080)
-    assert settings.max_body_bytes == 3 * 1024 * 1024
+    assert settings.max_body_bytes == 6 * 1024 * 1024
+    assert settings.max_buffered_body_bytes == 4 * settings.max_body_bytes
     assert settings.foreign_schedulers == {"scheduler-plugins-scheduler", "kai-scheduler", "volcano"}
     assert settings.target_scheduler == "default-scheduler"
     assert settings.excluded_namespaces == DEFAULT_EXCLUDED_NAMESPACES

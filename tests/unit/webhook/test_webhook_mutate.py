@@ -634,3 +634,37 @@ def test_an_overlong_group_name_is_refused_and_not_kept() -> None:
     assert validation._label_value.cache_info().currsize == before
     assert validation.check_group_name("g" * 63, "x") is None
     assert validation.check_group_name("g" * 64, "x") is not None
+
+
+# --- a workload opted in by its own label --------------------------------------------------------
+
+OPT_IN = {c.OPT_IN_LABEL: c.OPT_IN_VALUE}
+
+
+@pytest.mark.parametrize("builder", [job().parallelism(2), statefulset().replicas(2), mpijob().workers(2)])
+def test_a_workload_opted_in_by_its_label_passes_the_label_to_every_pod_template(builder: Builder) -> None:
+    """Its pods are then selected by the pod webhook's object selector: without the label, they
+    would be created in a namespace that is not opted in without ever reaching the webhook."""
+    mutation, out = run(builder.label(c.OPT_IN_LABEL, c.OPT_IN_VALUE))
+    assert mutation.outcome is Outcome.PATCHED
+    paths = [LAUNCHER, WORKER] if out["kind"] == "MPIJob" else [TEMPLATE]
+    for path in paths:
+        template = template_of(out, path)
+        assert labels_of(template).items() >= {**OPT_IN, c.POD_GROUP_LABEL: "train"}.items()
+        assert gates(template) == [c.GATE]
+    assert_idempotent(builder)
+
+
+@pytest.mark.parametrize("value", [None, "disabled", "true"])
+def test_only_the_opt_in_label_itself_is_passed_on(value: str | None) -> None:
+    builder = job().parallelism(2)
+    if value is not None:
+        builder = builder.label(c.OPT_IN_LABEL, value)
+    _, out = run(builder)
+    assert c.OPT_IN_LABEL not in labels_of(template_of(out))
+
+
+def test_a_skipped_workload_is_not_opted_in_by_its_label() -> None:
+    mutation, out = run(job().label(c.OPT_IN_LABEL, c.OPT_IN_VALUE).label(c.SKIP, "true"))
+    assert mutation.outcome is Outcome.SKIPPED
+    assert c.OPT_IN_LABEL not in labels_of(template_of(out))

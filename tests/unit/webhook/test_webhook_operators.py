@@ -264,3 +264,15 @@ def test_malformed_operator_objects_are_admitted_without_error(gvk: GVK, spec: A
     body = {"apiVersion": "/".join(gvk[:2]), "kind": gvk[2], "metadata": {"name": "m"}, "spec": spec}
     mutation, _ = run(body, gvk)
     assert mutation.allowed
+
+
+def test_a_leaderworkerset_opted_in_by_its_label_passes_it_to_both_templates() -> None:
+    """Its pods are named into their group's gang by the pod webhook, which must see them."""
+    body = lws(4)
+    body["metadata"]["labels"] = {c.OPT_IN_LABEL: c.OPT_IN_VALUE}
+    mutation, out = run(body, LEADERWORKERSET)
+    assert mutation.outcome is Outcome.PATCHED
+    for name in ("leaderTemplate", "workerTemplate"):
+        template = out["spec"]["leaderWorkerTemplate"][name]
+        assert template["metadata"]["labels"][c.OPT_IN_LABEL] == c.OPT_IN_VALUE
+        assert {"name": c.GATE} in template["spec"]["schedulingGates"]

@@ -192,4 +192,34 @@ def test_unreadable_review_is_a_400_not_a_crash(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr("webhook.admission.parse_review", broken)
     status, text = admit(review(request(job())))
-    assert (status, text) == (400, "phalanx: could not read the AdmissionReview\n")
+    assert (status, text) == (400, "phalanx: could not read the AdmissionReview (RecursionError)\n")
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        (("apiVersion",), "apiVersion must be one of"),
+        (("kind",), "kind must be AdmissionReview"),
+        (("request", "operation"), "request.operation must be one of"),
+        (("request", "uid"), "request.uid must be a non-empty string"),
+        (("request", "kind"), "request.kind must be an object"),
+        (("request", "kind", "kind"), "request.kind must be an object"),
+    ],
+)
+@pytest.mark.parametrize("hostile", [["CREATE", "secret-marker"], {"secret-marker": "CREATE"}])
+def test_a_list_or_object_where_a_name_belongs_is_one_warning_and_a_400(
+    field: tuple[str, ...], message: str, hostile: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    doc = review(request(pod()))
+    parent = doc
+    for key in field[:-1]:
+        parent = parent[key]
+    parent[field[-1]] = hostile
+    with caplog.at_level("DEBUG", logger="phalanx.webhook"):
+        status, text = admit(doc)
+    assert status == 400
+    assert message in text
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records] == [
+        ("WARNING", "bad admission request", None)
+    ]
+    assert "secret-marker" not in caplog.text + str(caplog.records[0].__dict__)
