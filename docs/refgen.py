@@ -99,6 +99,8 @@ def metrics() -> list[str]:
         ("webhook", WebhookMetrics().registry),
     ):
         for family in sorted(registry.collect(), key=lambda f: f.name):
+            if not family.name.startswith("phalanx_"):
+                continue  # prometheus_client's own collectors, named in the text below the table
             collector = registry._names_to_collectors[family.name]  # no public name -> labels map
             labels = ", ".join(collector._labelnames) or "-"  # type: ignore[attr-defined]
             name = family.name + SUFFIX.get(family.type, "")
@@ -223,6 +225,10 @@ def render() -> str:
         "## Metrics",
         "",
         *metrics(),
+        "",
+        "Both processes also export prometheus_client's process metrics (`process_cpu_seconds_total`,",
+        "`process_resident_memory_bytes`, `process_open_fds`, `process_start_time_seconds`, …),",
+        "`python_info` and `python_gc_*`.",
         "",
         "## PodGroup reasons",
         "",

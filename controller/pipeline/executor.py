@@ -20,7 +20,7 @@ from controller.api.store import Store
 from controller.core.model import GangKey, Pod, Preempt
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
-from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.metrics import ROLLBACK_BIND_TIMEOUT, ControllerMetrics, queue_label
 from shared import constants
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,8 @@ class Executor:
         # The admission stands once recorded (a retry finishes the lift): report it either way.
         if first:
             self.metrics.admissions.inc()
-            self.metrics.gang_wait.observe(max(0.0, self.clock() - view.gang.wait_start))
+            queue = queue_label(view.gang.queue, self.store.queues.records())
+            self.metrics.gang_wait.labels(queue=queue).observe(max(0.0, self.clock() - view.gang.wait_start))
             await self.events.emit(view.podgroup, "Admitted", message)
         else:
             await self.events.emit(view.podgroup, "MembersAdmitted", message)
@@ -201,7 +202,9 @@ class Executor:
                 )
         return len(owned), bare
 
-    async def roll_back(self, view: GangView, reason: str, why: str = "rolled-back") -> None:
+    async def roll_back(
+        self, view: GangView, reason: str, why: str = "rolled-back", cause: str = ROLLBACK_BIND_TIMEOUT
+    ) -> None:
         """Not all admitted members bound in time (or a running gang fell apart): restart the gang
         whole, through its owners. Jobs are suspended and resumed, as for preemption; other owners'
         pods are deleted and recreated gated."""
@@ -212,7 +215,7 @@ class Executor:
             raise RuntimeError(f"{len(failed)} Jobs not suspended: {failed[0]}")
         deleted, bare = await self._delete_owned(view, except_kind="Job")
         await self._clear_admission(view)
-        self.metrics.rollbacks.inc()
+        self.metrics.rollbacks.labels(reason=cause).inc()
         message = f"{reason}; re-queued whole: suspended {len(jobs)} Jobs until their pods are gone"
         message += f", deleted {deleted} other owned members so their owners recreate them gated"
         if bare:

@@ -294,9 +294,9 @@ def test_a_large_gang_has_each_gate_lifted_once(
 
 def admissions(metrics_text: str) -> float:
     for line in metrics_text.splitlines():
-        if line.startswith("phalanx_admissions_total "):
+        if line.startswith("phalanx_gang_admissions_total "):
             return float(line.split()[1])
-    raise AssertionError("phalanx_admissions_total not exported")
+    raise AssertionError("phalanx_gang_admissions_total not exported")
 
 
 def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
