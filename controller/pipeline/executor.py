@@ -17,7 +17,7 @@ from controller.api.admission_record import AdmissionRecord
 from controller.api.kube import JSON, ApiError, Kube, gather_limited
 from controller.api.resources import JOBS, PODS
 from controller.api.store import Store
-from controller.core.model import GangKey, Pod, Preempt
+from controller.core.model import EventReason, GangKey, Pod, Preempt
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
 from controller.pipeline.metrics import ROLLBACK_BIND_TIMEOUT, ControllerMetrics, queue_label
@@ -140,9 +140,9 @@ class Executor:
             self.metrics.admissions.inc()
             queue = queue_label(view.gang.queue, self.store.queues.records())
             self.metrics.gang_wait.labels(queue=queue).observe(max(0.0, self.clock() - view.gang.wait_start))
-            await self.events.emit(view.podgroup, "Admitted", message)
+            await self.events.emit(view.podgroup, EventReason.ADMITTED, message)
         else:
-            await self.events.emit(view.podgroup, "MembersAdmitted", message)
+            await self.events.emit(view.podgroup, EventReason.MEMBERS_ADMITTED, message)
         if failures:
             raise RuntimeError(f"gates not lifted for {len(failures)} members: {'; '.join(failures[:3])}")
 
@@ -220,7 +220,7 @@ class Executor:
         message += f", deleted {deleted} other owned members so their owners recreate them gated"
         if bare:
             message += f"; bare pods are never deleted, left as they are: {', '.join(sorted(bare))}"
-        await self.events.emit(view.podgroup, "RolledBack", message, warning=True)
+        await self.events.emit(view.podgroup, EventReason.ROLLED_BACK, message, warning=True)
 
     async def give_up(self, view: GangView, message: str) -> None:
         """Schedule timeout with action "release": suspend the gang's Jobs, delete its other owned pods."""
@@ -234,7 +234,7 @@ class Executor:
         deleted, _ = await self._delete_owned(view, except_kind="Job")
         await self.events.emit(
             view.podgroup,
-            "GaveUp",
+            EventReason.GAVE_UP,
             f"{message}; suspended Jobs: {', '.join(jobs) or 'none'}; deleted owned pods: {deleted}",
             warning=True,
         )
@@ -253,7 +253,7 @@ class Executor:
         victim_pods, summary = self._victims(decision)
         if self.settings.dry_run_preemption:
             await self.events.emit(
-                view.podgroup, "PreemptionDryRun", f"would evict: {summary}: {decision.message}"
+                view.podgroup, EventReason.PREEMPTION_DRY_RUN, f"would evict: {summary}: {decision.message}"
             )
             return
         await self._check_evictions(view, victim_pods, summary)
@@ -265,7 +265,7 @@ class Executor:
                 await self._clear_admission(views[victim.gang])
                 await self.events.emit(
                     views[victim.gang].podgroup,
-                    "Preempted",
+                    EventReason.PREEMPTED,
                     f"evicted whole to make room for {key} (priority {view.gang.priority})",
                     warning=True,
                 )
@@ -283,7 +283,9 @@ class Executor:
         results = list(await gather_limited(self.settings.concurrency, *evictions))
         results += await self._requeue_jobs(_jobs_of(victim_pods), "preempted")
         failed = _failures(results)
-        await self.events.emit(view.podgroup, "Preempting", f"evicting {summary}: {decision.message}")
+        await self.events.emit(
+            view.podgroup, EventReason.PREEMPTING, f"evicting {summary}: {decision.message}"
+        )
         if failed:
             raise RuntimeError(f"{len(failed)} evictions failed: {failed[0]}")
 
@@ -315,7 +317,10 @@ class Executor:
         ]
         if refused:
             await self.events.emit(
-                view.podgroup, "PreemptionBlocked", f"not preempting {summary}: {refused[0]}", warning=True
+                view.podgroup,
+                EventReason.PREEMPTION_BLOCKED,
+                f"not preempting {summary}: {refused[0]}",
+                warning=True,
             )
             raise RuntimeError(f"preemption refused for {len(refused)} victim pods: {refused[0]}")
 

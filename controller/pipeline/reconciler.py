@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core.config import PlannerConfig
-from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Short, Wait
+from controller.core.model import Admit, Decision, EventReason, GangKey, Preempt, Reject, Short, Wait
 from controller.core.planner import plan
 from controller.core.state import is_live
 from controller.pipeline import gangs, status
@@ -124,7 +124,9 @@ class Reconciler:
         # A member whose spec cannot be read is not part of any plan: say so where people look.
         for owner_key, problem in self.store.invalid_pods.values():
             if owner_key is not None and owner_key in views:
-                await self.events.emit(views[owner_key].podgroup, "InvalidMember", problem, warning=True)
+                await self.events.emit(
+                    views[owner_key].podgroup, EventReason.INVALID_MEMBER, problem, warning=True
+                )
         if REPLAN in batch:
             self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
         return failed
@@ -178,7 +180,11 @@ class Reconciler:
         """Gated pods that name a group nobody has created yet: they have no PodGroup to carry a
         status, so each says why it waits in an Event of its own (once)."""
         for key, sizing in unsized.items():
-            reason = "WaitingForWorkload" if sizing.workload is not None else "WaitingForPodGroup"
+            reason = (
+                EventReason.WAITING_FOR_WORKLOAD
+                if sizing.workload is not None
+                else EventReason.WAITING_FOR_POD_GROUP
+            )
             message = waiting_message(sizing)
             for pod in self.store.members(key):
                 if pod.gated and not pod.terminating:
@@ -264,11 +270,11 @@ class Reconciler:
             if decision.timed_out:
                 # Once per wait: a gang that waits again (preempted, recreated) can time out again.
                 episode = f"timed out waiting since {status.iso(view.gang.wait_start)}"
-                if not self.events.seen(view.podgroup, "TimedOut", episode):
+                if not self.events.seen(view.podgroup, EventReason.TIMED_OUT, episode):
                     known = self.store.queues.records()
                     self.metrics.timeouts.labels(queue=queue_label(view.gang.queue, known)).inc()
                     await self.events.emit(
-                        view.podgroup, "TimedOut", decision.message, warning=True, dedupe=episode
+                        view.podgroup, EventReason.TIMED_OUT, decision.message, warning=True, dedupe=episode
                     )
                     if self.timeout_action == "release":
                         await self.executor.give_up(view, f"not admitted within {timeout:.0f}s")
@@ -296,7 +302,8 @@ class Reconciler:
             if isinstance(decision, (Wait, Short, Reject)) and not decision_timed_out(decision):
                 await self.events.emit(
                     view.podgroup,
-                    "Rejected" if isinstance(decision, Reject) else "Waiting",
+                    # The same word as the condition's reason: InvalidSpec.
+                    EventReason.INVALID_SPEC if isinstance(decision, Reject) else EventReason.WAITING,
                     decision.message,
                     warning=isinstance(decision, Reject),
                     dedupe=decision.reason.value,
