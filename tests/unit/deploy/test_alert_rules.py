@@ -6,7 +6,6 @@ tests/localcluster/build-promtool.sh (`make test` and `make unit` build it) or P
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,14 +22,13 @@ OPERATIONS = REPO / "docs" / "operations.md"
 
 
 def promtool() -> str | None:
-    """promtool from PHALANX_PROMTOOL, else the cache build-promtool.sh fills, else PATH."""
+    """promtool from PHALANX_PROMTOOL, else the newest one build-promtool.sh put in the cache,
+    else PATH."""
     if os.environ.get("PHALANX_PROMTOOL"):
         return os.environ["PHALANX_PROMTOOL"]
-    version = re.search(r"PROMETHEUS_MODULE_VERSION:-(v[0-9.]+)", BUILD.read_text())
-    assert version is not None
     cache = Path(os.environ.get("PHALANX_CACHE") or Path.home() / ".cache" / "phalanx")
-    cached = cache / "bin" / f"promtool-{version.group(1)}" / "promtool"
-    return str(cached) if cached.is_file() else shutil.which("promtool")
+    cached = sorted(cache.glob("bin/promtool-*/promtool"))
+    return str(cached[-1]) if cached else shutil.which("promtool")
 
 
 def rule_groups() -> dict[str, object]:
