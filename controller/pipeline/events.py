@@ -182,23 +182,10 @@ class EventRecorder:
 
     async def _record(self, namespace: str, body: dict[str, Any]) -> None:
         """Create the Event, or count one more on it: what this process wrote last, else what the
-        API server has (a predecessor's, after a failover or restart)."""
+        API server has (a predecessor's, after a failover or restart: the create is refused)."""
         name = body["metadata"]["name"]
         uid = body["involvedObject"]["uid"]
         known = self._counts.get(name)
-        if known is None:
-            try:
-                existing = await self._kube.get(EVENTS, namespace, name)
-            except ApiError as err:
-                if not err.not_found:
-                    raise
-            else:
-                count = int(existing.get("count") or 1)
-                said = (existing.get("metadata", {}).get("annotations") or {}).get(EVENT_KEY_ANNOTATION)
-                if said == body["metadata"]["annotations"][EVENT_KEY_ANNOTATION]:
-                    self._counts[name] = (uid, count)  # the predecessor said this already
-                    return
-                known = (uid, count)
         if known is None:
             try:
                 await self._kube.create(EVENTS, namespace, body)
@@ -207,7 +194,12 @@ class EventRecorder:
             except ApiError as err:
                 if not err.conflict:
                     raise
-                known = (uid, int((await self._kube.get(EVENTS, namespace, name)).get("count") or 1))
+            existing = await self._kube.get(EVENTS, namespace, name)
+            known = (uid, int(existing.get("count") or 1))
+            said = (existing.get("metadata", {}).get("annotations") or {}).get(EVENT_KEY_ANNOTATION)
+            if said == body["metadata"]["annotations"][EVENT_KEY_ANNOTATION]:
+                self._counts[name] = known  # the predecessor said this already: not a repeat
+                return
         count = known[1] + 1
         patch = {
             "metadata": {"annotations": body["metadata"]["annotations"]},
@@ -223,7 +215,6 @@ class EventRecorder:
             if not err.not_found:
                 raise
             # Expired (the API server keeps Events for an hour by default): this one starts anew.
-            self._counts.pop(name, None)
             await self._kube.create(EVENTS, namespace, body)
             count = 1
         self._counts[name] = (uid, count)
