@@ -83,7 +83,8 @@ class WebhookSettings(BaseSettings):
     shutdown_timeout_seconds: float = Field(
         default=10.0,
         ge=0,
-        description="then wait at most this long for in-flight requests (the API server's timeout is 10 s)",
+        description="then wait at most this long for in-flight requests (the API server gives up on "
+        "one after the webhook's timeoutSeconds, 5 s as deployed)",
     )
 
     @field_validator("foreign_schedulers", "excluded_namespaces", mode="before")

@@ -110,3 +110,5 @@ def test_the_webhook_timeout_the_rules_name_is_the_configured_one() -> None:
         if r["alert"] == "PhalanxWebhookNearTimeout"  # type: ignore[attr-defined]
     ]
     assert near["expr"].strip().endswith("> 2.5")  # half the timeout, a bucket of the API server's histogram
+    reference = (REPO / "docs" / "reference.md").read_text()
+    assert "timeout is 10 s" not in reference and "timeoutSeconds, 5 s" in reference
