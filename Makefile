@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench bench-peers lint unit e2e floors lock binaries operators cluster-up cluster-down clean
+.PHONY: test demo bench bench-peers lint unit e2e floors lock binaries operators promtool cluster-up cluster-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Phalanx needs Python >= 3.11")'
@@ -24,13 +24,17 @@ E2E_OPERATORS := $(sort $(shell grep -rhoE 'operators\.ensure\("[a-z-]+"\)' test
 operators:
 	$(if $(E2E_OPERATORS),@nice -n 10 bash tests/localcluster/build-operators.sh $(E2E_OPERATORS) >/dev/null)
 
+# promtool runs the alert-rule tests (tests/unit/deploy/test_alert_rules.py); cached by version.
+promtool:
+	@nice -n 10 bash tests/localcluster/build-promtool.sh >/dev/null
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-unit: $(STAMP)
+unit: $(STAMP) promtool
 	$(PY) -m pytest -m 'not e2e' -q
 
 e2e: $(STAMP) binaries operators
@@ -39,7 +43,7 @@ e2e: $(STAMP) binaries operators
 # Everything CI runs: lint, unit, component and end-to-end tests on a real local control plane
 # (with the operators the e2e tests use), then the in-cluster install tier where this machine can
 # run a real node (else it says why not).
-test: $(STAMP) binaries operators lint
+test: $(STAMP) binaries operators promtool lint
 	$(PY) -m pytest -q --durations=10
 	@$(MAKE) --no-print-directory floors
 	@$(MAKE) --no-print-directory install-test-if-possible

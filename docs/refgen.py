@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from controller.__main__ import parse_settings  # noqa: E402
 from controller.cli.__main__ import parser as plugin_parser  # noqa: E402
-from controller.core.model import Reason  # noqa: E402
+from controller.core.model import EventReason, Reason  # noqa: E402
 from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
 from webhook.__main__ import parse_settings as webhook_parse_settings  # noqa: E402
@@ -100,6 +100,8 @@ def metrics() -> list[str]:
         ("webhook", WebhookMetrics().registry),
     ):
         for family in sorted(registry.collect(), key=lambda f: f.name):
+            if not family.name.startswith("phalanx_"):
+                continue  # prometheus_client's own collectors, named in the text below the table
             collector = registry._names_to_collectors[family.name]  # no public name -> labels map
             labels = ", ".join(collector._labelnames) or "-"  # type: ignore[attr-defined]
             name = family.name + SUFFIX.get(family.type, "")
@@ -109,12 +111,18 @@ def metrics() -> list[str]:
     return rows
 
 
-def _comments(path: Path) -> dict[str, str]:
-    """Each module-level NAME in ``path`` -> the comment lines above it or beside it."""
+def _comments(path: Path, cls: str | None = None) -> dict[str, str]:
+    """Each module-level NAME in ``path`` (or only those of class ``cls``) -> the comment lines
+    above it or beside it."""
     lines = path.read_text().splitlines()
     out: dict[str, str] = {}
     tree = ast.parse(path.read_text())
-    body = [n for top in tree.body for n in (top.body if isinstance(top, ast.ClassDef) else [top])]
+    body = [
+        n
+        for top in tree.body
+        if cls is None or (isinstance(top, ast.ClassDef) and top.name == cls)
+        for n in (top.body if isinstance(top, ast.ClassDef) else [top])
+    ]
     for node in body:
         target: ast.expr | None = node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -131,12 +139,10 @@ def _comments(path: Path) -> dict[str, str]:
     return out
 
 
-def reasons() -> list[str]:
-    notes = {
-        name: text for name, text in _comments(REPO / "controller/core/model.py").items() if name.isupper()
-    }
+def reasons(enum: type[Reason] | type[EventReason] = Reason) -> list[str]:
+    notes = _comments(REPO / "controller/core/model.py", enum.__name__)
     rows = ["| reason | note |", "|---|---|"]
-    rows += [f"| `{r.value}` | {_cell(notes.get(r.name, ''))} |" for r in Reason]
+    rows += [f"| `{r.value}` | {_cell(notes.get(r.name, ''))} |" for r in enum]
     return rows
 
 
@@ -265,6 +271,10 @@ def render() -> str:
         "",
         *metrics(),
         "",
+        "Both processes also export prometheus_client's process metrics (`process_cpu_seconds_total`,",
+        "`process_resident_memory_bytes`, `process_open_fds`, `process_start_time_seconds`, …),",
+        "`python_info` and `python_gc_*`.",
+        "",
         "## PodGroup reasons",
         "",
         "`status.reason` and the `Admitted` condition's reason (the",
@@ -272,6 +282,15 @@ def render() -> str:
         "besides these, the status uses `Degraded`, `Finished` and `MembersFailed`.",
         "",
         *reasons(),
+        "",
+        "## Event reasons",
+        "",
+        "The reasons of the Events the controller posts on PodGroups (and their Workloads) and",
+        "member pods. One Event per object and reason: a repeat counts on it (`count`,",
+        "`lastTimestamp`), also after a controller restart or failover. Reported by",
+        "`reportingComponent: phalanx.io/controller`, `reportingInstance`: the replica's pod name.",
+        "",
+        *reasons(EventReason),
         "",
         "## Labels, annotations and names",
         "",

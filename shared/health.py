@@ -10,12 +10,49 @@ exactly this module from the "shared/ does no I/O" contract.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable
+from importlib import metadata
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Gauge,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 MetricsText = tuple[bytes, str]  # the exposition and its Content-Type
+
+
+def version() -> str:
+    """The installed Phalanx's version (``unknown`` when run from a tree that is not installed)."""
+    try:
+        return metadata.version("phalanx")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def register_process_metrics(registry: CollectorRegistry) -> Gauge:
+    """What every process exports beside its own metrics: prometheus_client's process (CPU
+    seconds, memory, open files, start time), platform and garbage-collector collectors, and
+    ``phalanx_build_info`` (always 1; the labels carry the version and the Python it runs on)."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    if GC_COLLECTOR is not None:  # absent on interpreters without gc.get_stats
+        GCCollector(registry=registry)
+    build = Gauge(
+        "phalanx_build_info",
+        "Always 1; labels: the Phalanx version and the Python version it runs on",
+        ["version", "python"],
+        registry=registry,
+    )
+    build.labels(version(), platform.python_version()).set(1)
+    return build
 
 
 def registry_metrics(registry: CollectorRegistry) -> Callable[[], MetricsText]:

@@ -69,6 +69,11 @@ def to_int(resource: str, value: str | int | float) -> int:
     return _ceil(amount)
 
 
+def base_units(resource: str, amount: float) -> float:
+    """An amount counted as ``to_int`` counts it, in the resource's base unit (cpu: cores)."""
+    return amount / 1000 if resource in MILLI_RESOURCES else amount
+
+
 def parse_resources(resources: dict[str, object] | None) -> dict[str, int]:
     """A ResourceList (name -> quantity) as exact integers; raises QuantityError on bad input."""
     if not resources:

@@ -12,11 +12,13 @@ import time
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
+
+from shared.health import register_process_metrics
 
 # Admission is sub-millisecond when healthy; the fine low buckets show regressions long before
 # the API server's timeout (the webhook configuration's timeoutSeconds, 5 s) is anywhere near.
@@ -113,6 +115,7 @@ class LoopHistogram(Collector):
 class WebhookMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        register_process_metrics(self.registry)
         self.requests = LoopCounter(
             "phalanx_webhook_requests",
             "Admission requests by object kind, operation and outcome.",
@@ -136,6 +139,11 @@ class WebhookMetrics:
             "phalanx_webhook_certificate_reloads",
             "Serving certificate loads from disk, by result (ok or error).",
             ["result"],
+            registry=self.registry,
+        )
+        self.certificate_expiry = Gauge(
+            "phalanx_webhook_certificate_expiry_timestamp_seconds",
+            "When the serving certificate in use expires (notAfter, Unix seconds); 0 before one is loaded.",
             registry=self.registry,
         )
 

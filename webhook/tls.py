@@ -13,6 +13,8 @@ import os
 import ssl
 from pathlib import Path
 
+from cryptography import x509
+
 from webhook.metrics import WebhookMetrics
 
 log = logging.getLogger("phalanx.webhook.tls")
@@ -25,6 +27,12 @@ def server_context() -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
+
+
+def not_after(cert_file: Path) -> float:
+    """When the first (the serving) certificate of a PEM chain expires, in Unix seconds."""
+    certificate = x509.load_pem_x509_certificate(cert_file.read_bytes())
+    return certificate.not_valid_after_utc.timestamp()
 
 
 class CertReloader:
@@ -54,6 +62,7 @@ class CertReloader:
         # without logging the same error every poll.
         self._seen = signature
         try:
+            expiry = not_after(self._cert_file)
             self._context.load_cert_chain(self._cert_file, self._key_file)
         except (ssl.SSLError, OSError, ValueError) as err:
             self._metrics.certificate_reloads.labels("error").inc()
@@ -62,6 +71,7 @@ class CertReloader:
             )
             return False
         self._metrics.certificate_reloads.labels("ok").inc()
+        self._metrics.certificate_expiry.set(expiry)
         log.info("serving certificate loaded", extra={"cert": str(self._cert_file)})
         self.loaded = True
         return True

@@ -253,6 +253,27 @@ class Reason(StrEnum):
     QUEUE_NOT_ALLOWED = "QueueNotAllowed"  # names a queue its namespace was not granted
 
 
+class EventReason(StrEnum):
+    """PascalCase reasons of the Events the controller posts (on PodGroups, their Workloads and
+    member pods). A reason also a PodGroup condition's reason is spelled the same."""
+
+    ADMITTED = "Admitted"  # the gang's gates were lifted
+    MEMBERS_ADMITTED = "MembersAdmitted"  # replacements or elastic members of an admitted gang joined
+    WAITING = "Waiting"  # not admitted; the message says why (once per waiting reason)
+    INVALID_SPEC = "InvalidSpec"  # a spec that can never be satisfied: the gang will not be admitted
+    TIMED_OUT = "TimedOut"  # not admitted within its schedule timeout
+    GAVE_UP = "GaveUp"  # timed out with --schedule-timeout-action release: members released
+    ROLLED_BACK = "RolledBack"  # admitted members did not bind in time, or the gang stayed degraded
+    PREEMPTING = "Preempting"  # evicting lower-priority gangs to make room for this one
+    PREEMPTED = "Preempted"  # evicted whole to make room for another gang
+    PREEMPTION_DRY_RUN = "PreemptionDryRun"  # what --preemption-dry-run would have evicted
+    PREEMPTION_BLOCKED = "PreemptionBlocked"  # a PodDisruptionBudget refused an eviction
+    INVALID_MEMBER = "InvalidMember"  # a member whose requests cannot be read
+    GATE_BYPASSED = "GateBypassed"  # a member bound without Phalanx's admission
+    WAITING_FOR_WORKLOAD = "WaitingForWorkload"  # (on pods) the Workload they name does not exist yet
+    WAITING_FOR_POD_GROUP = "WaitingForPodGroup"  # (on pods) the PodGroup they name does not exist yet
+
+
 @dataclass(frozen=True, slots=True)
 class Admit:
     gang: GangKey

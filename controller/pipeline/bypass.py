@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from controller.core.model import GangKey, Pod
+from controller.core.model import EventReason, GangKey, Pod
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
 from controller.pipeline.metrics import ControllerMetrics
 from shared import constants
 
 log = logging.getLogger(__name__)
-REASON = "GateBypassed"
+REASON = EventReason.GATE_BYPASSED
 
 
 def bypassed(view: GangView, ever_admitted: set[str]) -> list[Pod]:

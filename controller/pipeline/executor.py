@@ -18,10 +18,10 @@ from controller.api.kube import JSON, ApiError, Kube, gather_limited
 from controller.api.resources import JOBS, PODS
 from controller.api.store import Store
 from controller.core import messages as msg
-from controller.core.model import GangKey, Pod, Preempt
+from controller.core.model import EventReason, GangKey, Pod, Preempt
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
-from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.metrics import ROLLBACK_BIND_TIMEOUT, ControllerMetrics, queue_label
 from shared import constants
 
 log = logging.getLogger(__name__)
@@ -139,10 +139,11 @@ class Executor:
         # The admission stands once recorded (a retry finishes the lift): report it either way.
         if first:
             self.metrics.admissions.inc()
-            self.metrics.gang_wait.observe(max(0.0, self.clock() - view.gang.wait_start))
-            await self.events.emit(view.podgroup, "Admitted", message)
+            queue = queue_label(view.gang.queue, self.store.queues.records())
+            self.metrics.gang_wait.labels(queue=queue).observe(max(0.0, self.clock() - view.gang.wait_start))
+            await self.events.emit(view.podgroup, EventReason.ADMITTED, message)
         else:
-            await self.events.emit(view.podgroup, "MembersAdmitted", message)
+            await self.events.emit(view.podgroup, EventReason.MEMBERS_ADMITTED, message)
         if failures:
             raise RuntimeError(f"gates not lifted for {len(failures)} members: {'; '.join(failures[:3])}")
 
@@ -202,7 +203,9 @@ class Executor:
                 )
         return len(owned), bare
 
-    async def roll_back(self, view: GangView, reason: str, why: str = "rolled-back") -> None:
+    async def roll_back(
+        self, view: GangView, reason: str, why: str = "rolled-back", cause: str = ROLLBACK_BIND_TIMEOUT
+    ) -> None:
         """Not all admitted members bound in time (or a running gang fell apart): restart the gang
         whole, through its owners. Jobs are suspended and resumed, as for preemption; other owners'
         pods are deleted and recreated gated."""
@@ -213,12 +216,12 @@ class Executor:
             raise RuntimeError(f"{len(failed)} Jobs not suspended: {failed[0]}")
         deleted, bare = await self._delete_owned(view, except_kind="Job")
         await self._clear_admission(view)
-        self.metrics.rollbacks.inc()
+        self.metrics.rollbacks.labels(reason=cause).inc()
         message = f"{reason}; re-queued whole: suspended {len(jobs)} Jobs until their pods are gone"
         message += f", deleted {deleted} other owned members so their owners recreate them gated"
         if bare:
             message += f"; bare pods are never deleted, left as they are: {', '.join(sorted(bare))}"
-        await self.events.emit(view.podgroup, "RolledBack", message, warning=True)
+        await self.events.emit(view.podgroup, EventReason.ROLLED_BACK, message, warning=True)
 
     async def give_up(self, view: GangView, message: str) -> None:
         """Schedule timeout with action "release": suspend the gang's Jobs, delete its other owned pods."""
@@ -232,7 +235,7 @@ class Executor:
         deleted, _ = await self._delete_owned(view, except_kind="Job")
         await self.events.emit(
             view.podgroup,
-            "GaveUp",
+            EventReason.GAVE_UP,
             f"{message}; suspended Jobs: {', '.join(jobs) or 'none'}; deleted owned pods: {deleted}",
             warning=True,
         )
@@ -251,7 +254,7 @@ class Executor:
         victim_pods, summary = self._victims(decision)
         if self.settings.dry_run_preemption:
             await self.events.emit(
-                view.podgroup, "PreemptionDryRun", f"would evict: {summary}: {decision.message}"
+                view.podgroup, EventReason.PREEMPTION_DRY_RUN, f"would evict: {summary}: {decision.message}"
             )
             return
         await self._check_evictions(view, victim_pods, summary)
@@ -265,7 +268,7 @@ class Executor:
                 await self._clear_admission(views[victim.gang])
                 await self.events.emit(
                     views[victim.gang].podgroup,
-                    "Preempted",
+                    EventReason.PREEMPTED,
                     msg.preempted_by(str(key), view.gang.priority, len(victim.pods), victim.gpus, gpu, cost),
                     warning=True,
                 )
@@ -285,7 +288,9 @@ class Executor:
         results = list(await gather_limited(self.settings.concurrency, *evictions))
         results += await self._requeue_jobs(_jobs_of(victim_pods), "preempted")
         failed = _failures(results)
-        await self.events.emit(view.podgroup, "Preempting", f"evicting {summary}: {decision.message}")
+        await self.events.emit(
+            view.podgroup, EventReason.PREEMPTING, f"evicting {summary}: {decision.message}"
+        )
         if failed:
             raise RuntimeError(f"{len(failed)} evictions failed: {failed[0]}")
 
@@ -317,7 +322,10 @@ class Executor:
         ]
         if refused:
             await self.events.emit(
-                view.podgroup, "PreemptionBlocked", f"not preempting {summary}: {refused[0]}", warning=True
+                view.podgroup,
+                EventReason.PREEMPTION_BLOCKED,
+                f"not preempting {summary}: {refused[0]}",
+                warning=True,
             )
             raise RuntimeError(f"preemption refused for {len(refused)} victim pods: {refused[0]}")
 

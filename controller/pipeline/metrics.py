@@ -1,11 +1,30 @@
-"""Prometheus metrics of the controller (own registry, so tests can build many controllers)."""
+"""Prometheus metrics of the controller (own registry, so tests can build many controllers).
+
+Gang metrics are named ``phalanx_gang_*`` (the webhook's admissions are ``phalanx_webhook_*``).
+Labels stay bounded: ``queue`` is a Queue that exists (else empty), ``reason`` one of a fixed set;
+never a gang's or a pod's name.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from shared.health import register_process_metrics
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
+
+# phalanx_gang_rollbacks_total{reason}: why an admitted gang was re-queued whole.
+ROLLBACK_BIND_TIMEOUT = "bind_timeout"  # admitted members did not bind within --bind-timeout-seconds
+ROLLBACK_DEGRADED = "degraded"  # a running gang stayed below minMember for the degraded timeout
+
+
+def queue_label(queue: str | None, known: Collection[str]) -> str:
+    """The ``queue`` label of a gang: its queue if that Queue exists, else empty. A name a user typed
+    that no Queue carries is not a label value, so the series stay as many as the Queues."""
+    return queue if queue is not None and queue in known else ""
 
 
 class ControllerMetrics:
@@ -14,33 +33,55 @@ class ControllerMetrics:
         # it): long, but there is no logic here to split.
         self.registry = CollectorRegistry()
         registry = self.registry
+        register_process_metrics(registry)
+        self.leader = Gauge(
+            "phalanx_controller_leader",
+            "1 while this replica holds the leader lease (only the leader admits gangs), else 0",
+            registry=registry,
+        )
         self.gang_wait = Histogram(
             "phalanx_gang_wait_seconds",
-            "From a gang's first member to its admission",
+            "From a gang's first member to its admission, by queue (admitted gangs only)",
+            ["queue"],
             buckets=_SLOW,
             registry=registry,
         )
+        self.oldest_pending = Gauge(
+            "phalanx_gang_oldest_pending_seconds",
+            "Age of the longest-waiting gang not admitted yet (phase Pending), by queue",
+            ["queue"],
+            registry=registry,
+        )
         self.admission_latency = Histogram(
-            "phalanx_admission_latency_seconds",
+            "phalanx_gang_admission_latency_seconds",
             "From the admission decision to the last gate lifted",
             buckets=_FAST,
             registry=registry,
         )
         self.gate_spread = Histogram(
-            "phalanx_gate_lift_spread_seconds",
+            "phalanx_gang_gate_lift_spread_seconds",
             "Between the first and the last gate removal of one admission",
             buckets=_FAST,
             registry=registry,
         )
         self.pending = Gauge(
-            "phalanx_pending_gangs", "Gangs not admitted, by reason", ["reason"], registry=registry
+            "phalanx_gang_pending",
+            "Gangs not admitted, by reason and queue",
+            ["reason", "queue"],
+            registry=registry,
         )
-        self.admissions = Counter("phalanx_admissions_total", "Gangs admitted", registry=registry)
+        self.admissions = Counter("phalanx_gang_admissions_total", "Gangs admitted", registry=registry)
         self.rollbacks = Counter(
-            "phalanx_rollbacks_total", "Admissions rolled back (bind timeout)", registry=registry
+            "phalanx_gang_rollbacks_total",
+            "Admissions rolled back, by reason (bind_timeout, degraded)",
+            ["reason"],
+            registry=registry,
         )
         self.timeouts = Counter(
-            "phalanx_schedule_timeouts_total", "Gangs that hit their schedule timeout", registry=registry
+            "phalanx_gang_schedule_timeouts_total",
+            "Gangs that hit their schedule timeout, by queue",
+            ["queue"],
+            registry=registry,
         )
         self.reconcile_errors = Counter(
             "phalanx_reconcile_errors_total", "Failed reconcile passes", registry=registry
@@ -55,10 +96,12 @@ class ControllerMetrics:
             registry=registry,
         )
         self.preemptions = Counter(
-            "phalanx_preemptions_total", "Gangs or pods evicted as victims", registry=registry
+            "phalanx_gang_preemptions_total", "Gangs or pods evicted as victims", registry=registry
         )
         self.preempted_gpu_seconds = Counter(
-            "phalanx_preempted_gpu_seconds_total", "GPU-seconds of work lost to preemption", registry=registry
+            "phalanx_gang_preempted_gpu_seconds_total",
+            "GPU-seconds of work lost to preemption",
+            registry=registry,
         )
         # A preemption's cost: GPUs evicted per GPU gained is the ratio of the two.
         self.preemption_gpus_evicted = Counter(
@@ -79,7 +122,8 @@ class ControllerMetrics:
             "Gang members found bound without Phalanx's admission (gate removed by someone else)",
             registry=registry,
         )
-        # Queues (docs/user-guide.md "Queues"): per queue, subtree included; resource as in the pod spec.
+        # Queues (docs/user-guide.md "Queues"): per queue, subtree included; resource as in the pod
+        # spec, in its base unit (cpu in cores, memory in bytes).
         by_resource = ["queue", "resource"]
         self.queue_allocated = Gauge(
             "phalanx_queue_allocated", "Held by the queue's admitted gangs", by_resource, registry=registry

@@ -16,7 +16,7 @@ from controller.core.model import Decision, Plan, Preempt, Queue, QueueReport
 from controller.core.queues import QueueTree
 from controller.pipeline.metrics import ControllerMetrics
 from shared import constants
-from shared.quantities import format_amount
+from shared.quantities import base_units, format_amount
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +91,18 @@ class QueueStatusWriter:
         m = self.metrics
         for gauge in (m.queue_allocated, m.queue_requested, m.queue_fair_share, m.queue_quota, m.queue_gangs):
             gauge.clear()  # deleted queues and resources vanish
+        # Amounts are counted as shared/quantities counts them (cpu in millicores); metrics are in
+        # base units (cpu in cores), as Prometheus' conventions and kube-state-metrics have them.
         for name, report in reports.items():
             for resource, value in report.allocated.items():
-                m.queue_allocated.labels(queue=name, resource=resource).set(value)
+                m.queue_allocated.labels(queue=name, resource=resource).set(base_units(resource, value))
             for resource, value in report.requested.items():
-                m.queue_requested.labels(queue=name, resource=resource).set(value)
+                m.queue_requested.labels(queue=name, resource=resource).set(base_units(resource, value))
             for resource, share in report.fair_share.items():
-                m.queue_fair_share.labels(queue=name, resource=resource).set(share)
+                m.queue_fair_share.labels(queue=name, resource=resource).set(base_units(resource, share))
             record = records.get(name)
             if record is not None:
                 for resource, spec in record.queue.resources.items():
-                    m.queue_quota.labels(queue=name, resource=resource).set(spec.quota)
+                    m.queue_quota.labels(queue=name, resource=resource).set(base_units(resource, spec.quota))
             m.queue_gangs.labels(queue=name, state="admitted").set(report.admitted_gangs)
             m.queue_gangs.labels(queue=name, state="waiting").set(report.waiting_gangs)

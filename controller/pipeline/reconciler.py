@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core.config import PlannerConfig
-from controller.core.model import Admit, Decision, GangKey, Preempt, Reject, Short, Wait
+from controller.core.model import Admit, Decision, EventReason, GangKey, Preempt, Reject, Short, Wait
 from controller.core.planner import plan
 from controller.core.state import is_live
 from controller.pipeline import gangs, status
@@ -26,7 +26,12 @@ from controller.pipeline.events import EventRecorder
 from controller.pipeline.executor import Executor
 from controller.pipeline.gangs import GangView
 from controller.pipeline.gcpause import cyclic_gc_paused
-from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.metrics import (
+    ROLLBACK_BIND_TIMEOUT,
+    ROLLBACK_DEGRADED,
+    ControllerMetrics,
+    queue_label,
+)
 from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
 from controller.pipeline.queue_status import QueueStatusWriter
 from controller.pipeline.workqueue import WorkQueue
@@ -119,7 +124,9 @@ class Reconciler:
         # A member whose spec cannot be read is not part of any plan: say so where people look.
         for owner_key, problem in self.store.invalid_pods.values():
             if owner_key is not None and owner_key in views:
-                await self.events.emit(views[owner_key].podgroup, "InvalidMember", problem, warning=True)
+                await self.events.emit(
+                    views[owner_key].podgroup, EventReason.INVALID_MEMBER, problem, warning=True
+                )
         if REPLAN in batch:
             self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
         return failed
@@ -173,7 +180,11 @@ class Reconciler:
         """Gated pods that name a group nobody has created yet: they have no PodGroup to carry a
         status, so each says why it waits in an Event of its own (once)."""
         for key, sizing in unsized.items():
-            reason = "WaitingForWorkload" if sizing.workload is not None else "WaitingForPodGroup"
+            reason = (
+                EventReason.WAITING_FOR_WORKLOAD
+                if sizing.workload is not None
+                else EventReason.WAITING_FOR_POD_GROUP
+            )
             message = waiting_message(sizing)
             for pod in self.store.members(key):
                 if pod.gated and not pod.terminating:
@@ -202,7 +213,9 @@ class Reconciler:
             reason = (
                 f"only {bound} of {gang.min_member} admitted members bound within {self.bind_timeout:.0f}s"
             )
-            await self._roll_back_when_due(view, due, now, reason, "rolled-back", failed)
+            await self._roll_back_when_due(
+                view, due, now, reason, "rolled-back", failed, ROLLBACK_BIND_TIMEOUT
+            )
 
     async def _degraded(
         self,
@@ -222,11 +235,18 @@ class Reconciler:
             running = sum(1 for p in view.members if p.bound and not p.finished and not p.terminating)
             reason = f"ran with {running} of {view.gang.min_member} members for {self.degraded_timeout:.0f}s"
             await self._roll_back_when_due(
-                view, since + self.degraded_timeout, now, reason, "degraded", failed
+                view, since + self.degraded_timeout, now, reason, "degraded", failed, ROLLBACK_DEGRADED
             )
 
     async def _roll_back_when_due(
-        self, view: GangView, due: float, now: float, reason: str, why: str, failed: set[Hashable]
+        self,
+        view: GangView,
+        due: float,
+        now: float,
+        reason: str,
+        why: str,
+        failed: set[Hashable],
+        cause: str,
     ) -> None:
         """Re-queue the gang whole once ``due`` has passed; until then, come back to it then."""
         key = view.podgroup.key
@@ -234,7 +254,7 @@ class Reconciler:
             self.queue.add_after(key, due - now + 0.05)
             return
         try:
-            await self.executor.roll_back(view, reason, why=why)
+            await self.executor.roll_back(view, reason, why=why, cause=cause)
         except Exception as err:
             log.warning("rollback failed", extra={"gang": str(key), "why": why, "error": str(err)})
             failed.add(key)
@@ -250,10 +270,11 @@ class Reconciler:
             if decision.timed_out:
                 # Once per wait: a gang that waits again (preempted, recreated) can time out again.
                 episode = f"timed out waiting since {status.iso(view.gang.wait_start)}"
-                if not self.events.seen(view.podgroup, "TimedOut", episode):
-                    self.metrics.timeouts.inc()
+                if not self.events.seen(view.podgroup, EventReason.TIMED_OUT, episode):
+                    known = self.store.queues.records()
+                    self.metrics.timeouts.labels(queue=queue_label(view.gang.queue, known)).inc()
                     await self.events.emit(
-                        view.podgroup, "TimedOut", decision.message, warning=True, dedupe=episode
+                        view.podgroup, EventReason.TIMED_OUT, decision.message, warning=True, dedupe=episode
                     )
                     if self.timeout_action == "release":
                         await self.executor.give_up(view, f"not admitted within {timeout:.0f}s")
@@ -267,16 +288,22 @@ class Reconciler:
         now: float,
         failed: set[Hashable],
     ) -> None:
-        pending: Counter[str] = Counter()
+        pending: Counter[tuple[str, str]] = Counter()
+        oldest: dict[str, float] = {}  # queue label -> the earliest wait start of a Pending gang
+        known = self.store.queues.records()
         for key, view in views.items():
             decision = decisions.get(key)
             wanted = status.desired(view, decision, now)
             if wanted["phase"] in ("Pending", "Failed") and not isinstance(decision, Admit):
-                pending[str(wanted["reason"])] += 1
+                queue = queue_label(view.gang.queue, known)
+                pending[(str(wanted["reason"]), queue)] += 1
+                if wanted["phase"] == "Pending":
+                    oldest[queue] = min(oldest.get(queue, now), view.gang.wait_start)
             if isinstance(decision, (Wait, Short, Reject)) and not decision_timed_out(decision):
                 await self.events.emit(
                     view.podgroup,
-                    "Rejected" if isinstance(decision, Reject) else "Waiting",
+                    # The same word as the condition's reason: InvalidSpec.
+                    EventReason.INVALID_SPEC if isinstance(decision, Reject) else EventReason.WAITING,
                     decision.message,
                     warning=isinstance(decision, Reject),
                     dedupe=decision.reason.value,
@@ -294,8 +321,11 @@ class Reconciler:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})
                     failed.add(key)
         self.metrics.pending.clear()
-        for reason, count in pending.items():
-            self.metrics.pending.labels(reason=reason).set(count)
+        for (reason, queue), count in pending.items():
+            self.metrics.pending.labels(reason=reason, queue=queue).set(count)
+        self.metrics.oldest_pending.clear()  # a queue with no Pending gang has no series
+        for queue, since in oldest.items():
+            self.metrics.oldest_pending.labels(queue=queue).set(max(0.0, now - since))
 
     def _release_stale_holds(
         self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float

@@ -16,6 +16,9 @@ from controller.pipeline.gangs import DEGRADED_CONDITION, GangView
 
 CONDITION = "Admitted"
 DEGRADED = DEGRADED_CONDITION  # reason and condition type
+# The condition types Phalanx writes. Others on a PodGroup (a user's, another controller's) are
+# left as they are: status is written as a merge patch, whose lists replace, so they are carried.
+OWNED_CONDITIONS = frozenset({CONDITION, DEGRADED})
 
 
 def iso(ts: float) -> str:
@@ -120,11 +123,28 @@ def desired(view: GangView, decision: Decision | None, now: float) -> dict[str, 
         "reason": reason,
         "message": message,
         "scheduleStartTime": iso(view.waiting_since) if view.waiting_since is not None else None,
-        "conditions": conditions,
+        "conditions": merge_conditions(current.get("conditions"), conditions),
     }
     # None is kept on purpose: written as a merge patch, it removes a stale admittedTime.
     status["admittedTime"] = iso(view.gang.admitted_at) if view.gang.admitted_at is not None else None
     return status
+
+
+def merge_conditions(current: Any, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conditions to write: each of Phalanx's types where it stood (new ones last), every
+    condition of a type Phalanx does not own kept as it is, in its place."""
+    by_type = {c["type"]: c for c in ours}
+    merged: list[dict[str, Any]] = []
+    for condition in current if isinstance(current, list) else ():
+        if not isinstance(condition, dict):
+            continue  # not a condition (the CRD's schema would not have stored it)
+        kind = condition.get("type")
+        if kind in by_type:
+            merged.append(by_type.pop(kind))
+        elif kind not in OWNED_CONDITIONS:
+            merged.append(condition)
+    merged.extend(c for c in ours if c["type"] in by_type)
+    return merged
 
 
 def _degraded_condition(

@@ -108,6 +108,8 @@ class Controller:
             settings.lease_duration_seconds,
             settings.lease_renew_seconds,
         )
+        # Read when scraped: it cannot drift from what the elector (or --no-leader-election) decided.
+        self.metrics.leader.set_function(lambda: 1.0 if self.elector.is_leader.is_set() else 0.0)
         self.informers: list[Informer] = []
 
     @property

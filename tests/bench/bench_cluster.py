@@ -167,12 +167,12 @@ async def raw_patch_rate(
 
 
 def admission_latency(phalanx: Phalanx) -> tuple[float, float]:
-    """(count, sum) of the controller's phalanx_admission_latency_seconds histogram."""
+    """(count, sum) of the controller's phalanx_gang_admission_latency_seconds histogram."""
     count = total = 0.0
     for line in phalanx.metrics().splitlines():
-        if line.startswith("phalanx_admission_latency_seconds_count"):
+        if line.startswith("phalanx_gang_admission_latency_seconds_count"):
             count = float(line.rsplit(" ", 1)[1])
-        elif line.startswith("phalanx_admission_latency_seconds_sum"):
+        elif line.startswith("phalanx_gang_admission_latency_seconds_sum"):
             total = float(line.rsplit(" ", 1)[1])
     return count, total
 

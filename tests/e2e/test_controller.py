@@ -294,9 +294,9 @@ def test_a_large_gang_has_each_gate_lifted_once(
 
 def admissions(metrics_text: str) -> float:
     for line in metrics_text.splitlines():
-        if line.startswith("phalanx_admissions_total "):
+        if line.startswith("phalanx_gang_admissions_total "):
             return float(line.split()[1])
-    raise AssertionError("phalanx_admissions_total not exported")
+    raise AssertionError("phalanx_gang_admissions_total not exported")
 
 
 def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
@@ -365,3 +365,88 @@ def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
     finally:
         phalanx.stop_controller()
         phalanx.start_controller()
+
+
+def waiting_events(cluster: LocalCluster, ns: str, name: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in events(cluster, ns, name)
+        if e["involvedObject"]["kind"] == "PodGroup" and e["reason"] == "Waiting"
+    ]
+
+
+def gauge(metrics_text: str, name: str, **labels: str) -> float | None:
+    """The value of the series ``name`` that carries ``labels`` (among others), if exported."""
+    for line in metrics_text.splitlines():
+        series = line.split(" ")[0]
+        if series.split("{")[0] == name and all(f'{k}="{v}"' in series for k, v in labels.items()):
+            return float(line.split()[-1])
+    return None
+
+
+def test_events_keep_their_count_across_a_failover(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    """One Waiting Event per PodGroup, counted by whichever replica leads: the standby that takes
+    over reads its predecessor's Event back, neither repeats it nor starts a second one, and counts
+    the next change of reason on it."""
+    pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, pooled_job("hog", 1, pool, gpus=8))
+    eventually(lambda: count_bound(cluster, gang_namespace, "hog") == 1, 30, what="the hog runs")
+    set_pod_quota(cluster, gang_namespace, "pods", 3)  # the hog and 2 of the waiter's 3 members
+    apply(cluster, gang_namespace, pooled_job("waiter", 3, pool))
+    [first] = eventually(
+        lambda: waiting_events(cluster, gang_namespace, "waiter"), 30, what="a Waiting Event"
+    )
+    assert podgroup(cluster, gang_namespace, "waiter")["status"]["reason"] == "WaitingForMembers"
+    assert first["count"] == 1
+    assert first["reportingComponent"] == "phalanx.io/controller"
+    assert first["reportingInstance"] == "controller"
+
+    standby_port = procs.free_port()
+    standby = phalanx.spawn_controller(standby_port, log_name="controller-standby")
+    try:
+        phalanx.stop_controller(kill=True)  # the leader dies without releasing its lease
+        eventually(
+            lambda: gauge(phalanx.metrics(port=standby_port), "phalanx_controller_leader") == 1,
+            60,
+            what="the standby leads",
+        )
+        # It has planned the waiting gang (and so claimed its Event) ...
+        eventually(
+            lambda: (
+                gauge(phalanx.metrics(port=standby_port), "phalanx_gang_pending", reason="WaitingForMembers")
+                == 1
+            ),
+            30,
+            what="the new leader sees the gang wait",
+        )
+        # ... and, the reason being the same, neither counted it again nor made another Event.
+        stays(
+            lambda: (
+                [
+                    (e["metadata"]["name"], e["count"])
+                    for e in waiting_events(cluster, gang_namespace, "waiter")
+                ]
+                == [(first["metadata"]["name"], 1)]
+            ),
+            3.0,
+            what="the predecessor's Event, uncounted",
+        )
+
+        set_pod_quota(cluster, gang_namespace, "pods", 10)  # all 3 exist now: they wait for the GPUs
+        [counted] = eventually(
+            lambda: [e for e in waiting_events(cluster, gang_namespace, "waiter") if e["count"] == 2],
+            30,
+            what="the new reason counted on the same Event",
+        )
+        assert counted["metadata"]["name"] == first["metadata"]["name"]
+        assert counted["firstTimestamp"] == first["firstTimestamp"]
+        assert "needs 3 pods" in counted["message"]
+        assert counted["reportingInstance"] == "controller-standby"
+        assert len(waiting_events(cluster, gang_namespace, "waiter")) == 1
+    finally:
+        standby.terminate()
+        standby.wait(10)
+        if phalanx.controller is None:
+            phalanx.start_controller()

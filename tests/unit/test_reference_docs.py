@@ -24,7 +24,7 @@ def test_the_committed_reference_is_what_refgen_generates() -> None:
     text = (REPO / "docs" / "reference.md").read_text()
     for expected in (
         "--degraded-gang-timeout-seconds",
-        "phalanx_admissions_total",
+        "phalanx_gang_admissions_total",
         "`QueueLimit`",
         "phalanx.io/gang",
         "`phalanx.io/requeued`",  # a public name defined outside shared/constants.py

@@ -169,7 +169,20 @@ class FakeKube:
         return [w for w in self.writes if w.rt == rt and (verb is None or w.verb == verb)]
 
     def events(self) -> list[JSON]:
-        return [w.body for w in self.writes_to(EVENTS, "create")]
+        """Every Event recorded, in order: a create, or a repeat counted on an existing one (the
+        Event as that patch left it)."""
+        out = []
+        for w in self.writes_to(EVENTS):
+            if w.verb == "create":
+                out.append(w.body)
+            elif w.verb == "patch":
+                out.append({**self._recorded_event(w), **w.body})
+        return out
+
+    def _recorded_event(self, write: Write) -> JSON:
+        event = self.obj(EVENTS, write.namespace, write.name)
+        assert event is not None, f"a patch of Event {write.name} that does not exist"
+        return event
 
     def events_since(self, rt: ResourceType, resource_version: int) -> list[tuple[int, JSON]]:
         return [(rv, copy.deepcopy(ev)) for rv, ev in self.history[rt] if rv > resource_version]

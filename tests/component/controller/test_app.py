@@ -69,7 +69,7 @@ async def test_metrics_are_served_in_the_prometheus_text_format() -> None:
         resp = await client.get("/metrics")
         assert resp.status == 200
         assert resp.headers["Content-Type"] == CONTENT_TYPE_LATEST
-        assert "phalanx_admissions_total 1.0" in await resp.text()
+        assert "phalanx_gang_admissions_total 1.0" in await resp.text()
 
 
 # ---- the whole controller -------------------------------------------------------------------------
@@ -137,7 +137,7 @@ async def test_the_controller_admits_gangs_end_to_end(controller: tuple[FakeKube
         async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
             assert resp.status == 200
         async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
-            assert "phalanx_admissions_total 2.0" in await resp.text()
+            assert "phalanx_gang_admissions_total 2.0" in await resp.text()
 
 
 async def test_a_gang_seen_while_standby_is_served_after_becoming_leader() -> None:

@@ -71,6 +71,8 @@ async def test_a_running_gang_below_min_member_says_degraded_and_is_requeued_who
     assert sorted(deleted_pods(h)) == [f"g-{i}" for i in range(3)]  # the rest, whole
     [event] = [e for e in h.kube.events() if e["reason"] == "RolledBack"]
     assert "ran with 3 of 4 members for 300s" in event["message"]
+    assert h.metrics.rollbacks.labels(reason="degraded")._value.get() == 1
+    assert h.metrics.rollbacks.labels(reason="bind_timeout")._value.get() == 0
 
 
 async def test_a_degraded_gang_made_whole_again_is_left_running(h: Harness) -> None:

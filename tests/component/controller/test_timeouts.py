@@ -55,7 +55,7 @@ async def test_bind_timeout_deletes_owned_members_by_uid_and_spares_bare_pods(h:
     assert "only 2 of 5 admitted members bound within 60s" in event["message"]
     assert "deleted 4 other owned members" in event["message"]
     assert "left as they are: g-4" in event["message"]
-    assert h.metrics.rollbacks._value.get() == 1
+    assert h.metrics.rollbacks.labels(reason="bind_timeout")._value.get() == 1
 
 
 async def test_rollback_never_deletes_a_newer_pod_of_the_same_name(h: Harness) -> None:
@@ -199,7 +199,7 @@ async def test_schedule_timeout_fails_the_podgroup_and_warns_once(h: Harness) ->
         await h.step()
     assert h.writes_since(mark) == []
     assert h.event_reasons() == ["Waiting", "TimedOut"]
-    assert h.metrics.timeouts._value.get() == 1
+    assert h.metrics.timeouts.labels(queue="")._value.get() == 1
     assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(5))
 
     # "report": a timed-out gang still starts when room appears.

@@ -10,13 +10,15 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
 import orjson
 import pytest
+from cryptography import x509
 
-from certs.bundle import CertBundle
+from certs.bundle import CertBundle, new_bundle
 from webhook.config import WebhookSettings
 from webhook.server import WebhookServer
 
@@ -216,3 +218,31 @@ def test_process_serves_and_exits_0_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def not_after(cert_pem: bytes) -> float:
+    return x509.load_pem_x509_certificate(cert_pem).not_valid_after_utc.timestamp()
+
+
+async def test_the_certificate_expiry_metric_follows_rotation(tmp_path: Path) -> None:
+    """phalanx_webhook_certificate_expiry_timestamp_seconds is the notAfter of the certificate
+    served, before and after a renewed one is loaded (the expiry alert reads it)."""
+    now = datetime.now(UTC)
+    short, renewed = (new_bundle(["localhost"], ["127.0.0.1"], now, days=d) for d in (10, 90))
+    write_pair(tmp_path, short)
+    webhook = WebhookServer(settings_for(tmp_path))
+    await webhook.start()
+    try:
+        expiry = lambda: webhook.metrics.registry.get_sample_value(  # noqa: E731
+            "phalanx_webhook_certificate_expiry_timestamp_seconds"
+        )
+        assert expiry() == not_after(short.tls_crt)
+        write_pair(tmp_path, renewed)
+        context = client_context(short.ca_crt, renewed.ca_crt)
+        deadline = time.monotonic() + 5
+        while await served_cert(webhook.admission_port, context) != der(renewed.tls_crt):
+            assert time.monotonic() < deadline, "renewed certificate not served"
+            await asyncio.sleep(0.05)
+        assert expiry() == not_after(renewed.tls_crt) > not_after(short.tls_crt)
+    finally:
+        await webhook.stop()

@@ -50,7 +50,7 @@ CONTROLLER_NEEDS = [
     ("", "namespaces", "get list watch"),
     ("", "pods", "get list watch patch delete"),
     ("", "pods/eviction", "create"),
-    ("", "events", "create"),
+    ("", "events", "get create patch"),
     ("scheduling.k8s.io", "priorityclasses", "get list watch"),
     ("scheduling.k8s.io", "workloads", "get list watch"),
     ("batch", "jobs", "get list watch patch"),
@@ -98,7 +98,8 @@ def test_the_controller_cannot_do_more_than_it_needs() -> None:
     # workloads it watches for their size it never writes.
     assert not can(OBJECTS, sa, "update", "podgroups", "scheduling.sigs.k8s.io")
     assert not can(OBJECTS, sa, "update", "podgroups/status", "scheduling.sigs.k8s.io")
-    assert not can(OBJECTS, sa, "patch", "events")
+    assert not can(OBJECTS, sa, "list", "events")  # it reads back only the Events it names
+    assert not can(OBJECTS, sa, "delete", "events")
     assert not can(OBJECTS, sa, "list", "resourcequotas")
     assert not can(OBJECTS, sa, "list", "deployments", "apps")
     assert not can(OBJECTS, sa, "list", "trainjobs", "trainer.kubeflow.org")
