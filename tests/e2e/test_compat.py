@@ -16,9 +16,20 @@ import yaml
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import bound, events, gated, group_pods, n_bound, podgroup, pods, set_pod_quota
+from tests.e2e.kube import (
+    bound,
+    events,
+    gated,
+    group_pods,
+    held_through_a_pass,
+    n_bound,
+    podgroup,
+    pods,
+    set_pod_quota,
+)
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import Phalanx
 
 COMPAT = Path(__file__).parent / "manifests" / "compat"
 
@@ -40,11 +51,13 @@ def apply_manifest(
     name: str,
     pool: NodePool,
     edit: Callable[[dict[str, Any]], None] | None = None,
+    only: Callable[[dict[str, Any]], bool] | None = None,
 ) -> str:
     docs = []
     for doc in yaml.safe_load_all((COMPAT / name).read_text()):
         if doc:
             docs.extend(doc["items"] if doc.get("kind") == "List" else [doc])
+    docs = [doc for doc in docs if only is None or only(doc)]
     for doc in docs:
         if edit is not None:
             edit(doc)
@@ -149,6 +162,92 @@ def test_kai_elastic_gang_starts_at_min_and_grows(
     assert status["phase"] in ("Scheduled", "Running")
     pool.add(1, gpus=1)
     eventually(lambda: n_bound(cluster, gang_namespace, "kai-elastic") == 4, 30, what="grew to maxMember")
+
+
+def test_two_jobs_joined_by_pod_group_name_to_a_v2alpha2_podgroup_are_one_gang(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    """KAI as it ships: a v2alpha2 PodGroup, pods linked by ``pod-group-name``, the queue by the
+    label ``kai.scheduler/queue``."""
+    pool.add(1, gpus=8)  # room for all 4: only the missing members hold the gang
+    queue = f"kai-{gang_namespace}"
+    kai_queues = "queues.scheduling.run.ai"
+    cluster.apply_objects(
+        [
+            {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": queue},
+                "spec": {"resources": {"gpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1}}},
+            }
+        ]
+    )
+
+    def queue_named(doc: dict[str, Any]) -> None:
+        if doc["kind"] == "Job":
+            doc["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"] = queue
+
+    def part(*names: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda doc: doc["metadata"]["name"] in names
+
+    try:
+        warnings = apply_manifest(
+            cluster,
+            gang_namespace,
+            "kai-v2alpha2.yaml",
+            pool,
+            edit=queue_named,
+            only=part("kai-train", "launcher"),
+        )
+        assert "kai-scheduler" in warnings, warnings
+        eventually(
+            lambda: len(group_pods(cluster, gang_namespace, "kai-train")) == 2, 30, what="the launcher's 2"
+        )
+        held_through_a_pass(
+            cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "kai-train") == 0, "2 of 4 wait"
+        )
+        pg = podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")
+        assert pg["status"]["reason"] == "WaitingForMembers", pg["status"]
+        # Not a gang per Job: no PodGroup was made for either.
+        assert cluster.kubectl("get", "pg", "launcher", "-n", gang_namespace, check=False).returncode != 0
+
+        apply_manifest(
+            cluster, gang_namespace, "kai-v2alpha2.yaml", pool, edit=queue_named, only=part("workers")
+        )
+        eventually(lambda: n_bound(cluster, gang_namespace, "kai-train") == 4, 30, what="all 4 together")
+        pg = podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")
+        # Released whole: one admission recorded all four before any gate was lifted.
+        record = json.loads(pg["metadata"]["annotations"]["phalanx.io/admission"])
+        assert set(record["placement"]) == {
+            p["metadata"]["uid"] for p in group_pods(cluster, gang_namespace, "kai-train")
+        }
+        reasons = [e["reason"] for e in events(cluster, gang_namespace, "kai-train")]
+        assert reasons.count("Admitted") == 1 and "MembersAdmitted" not in reasons, reasons
+        # The gang was charged to the queue its pods' kai.scheduler/queue label names.
+        eventually(
+            lambda: (
+                cluster.kubectl_json("get", kai_queues, queue).get("status", {}).get("admittedGangs") == 1
+            ),
+            20,
+            what="the KAI queue counts the gang",
+        )
+        # Every KAI field is kept, read at either served version.
+        for version in ("v2alpha2", "v2"):
+            got = cluster.kubectl_json(
+                "get", f"podgroups.{version}.scheduling.run.ai", "kai-train", "-n", gang_namespace
+            )
+            assert got["apiVersion"] == f"scheduling.run.ai/{version}"
+            assert got["spec"]["subGroups"] == [
+                {"name": "launcher", "minMember": 2},
+                {"name": "workers", "minMember": 2},
+            ]
+            assert got["spec"]["preemptibility"] == "non-preemptible"
+            assert got["spec"]["topologyConstraint"] == {
+                "preferredTopologyLevel": "topology.kubernetes.io/rack"
+            }
+            assert got["status"]["phase"] in ("Scheduled", "Running")
+    finally:
+        cluster.kubectl("delete", kai_queues, queue, "--wait=false", check=False)
 
 
 def test_kai_child_group_never_starts_alone(
