@@ -32,7 +32,7 @@ def test_pods_of_a_long_named_replica_resolve_to_the_shortened_name() -> None:
 
 
 def test_kai_links_both_as_it_ships_and_as_older_tutorials_wrote_them() -> None:
-    """KAI's own pod grouper writes ``pod-group-name``; older tutorials wrote ``scheduling.run.ai/pod-group``."""
+    """KAI's pod grouper writes ``pod-group-name``; older tutorials ``scheduling.run.ai/pod-group``."""
     shipped = resolve({}, {"pod-group-name": "pg"})
     assert shipped is not None and (shipped.name, shipped.source) == ("pg", "annotation pod-group-name")
     tutorial = resolve({}, {"scheduling.run.ai/pod-group": "pg"})
