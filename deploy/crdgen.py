@@ -116,7 +116,8 @@ PRINTER_COLUMNS = [
 
 
 # What KAI's own scheduling.run.ai/v2alpha2 PodGroup (KAI v0.12) carries beyond the fields above.
-# Served so that KAI manifests apply unchanged and every field is kept; Phalanx does not act on them.
+# Served so that KAI manifests apply unchanged and every field is kept; Phalanx acts on subGroups'
+# minimums only.
 _TOPOLOGY: dict[str, Any] = {
     "type": "object",
     "description": "KAI topology constraint (kept, not acted on).",
@@ -140,7 +141,8 @@ KAI_SPEC_FIELDS: dict[str, dict[str, Any]] = {
     "topologyConstraint": _TOPOLOGY,
     "subGroups": {
         "type": "array",
-        "description": "KAI subgroups (kept; Phalanx gang-schedules the PodGroup's minMember as one).",
+        "description": "KAI subgroups: the gang starts only with each leaf's minMember among it "
+        "(pods name theirs with the label kai.scheduler/subgroup-name).",
         "items": {
             "type": "object",
             "required": ["name"],

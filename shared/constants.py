@@ -54,6 +54,8 @@ ACS_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
 SCHEDULER_PLUGINS_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 # NVIDIA KAI as it ships: the gang a pod belongs to (annotation, what KAI's own pod grouper writes).
 KAI_POD_GROUP_ANNOTATION: Final = "pod-group-name"
+# NVIDIA KAI: the subgroup of its PodGroup a pod belongs to (PodGroup spec.subGroups).
+KAI_SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
 # NVIDIA KAI in older tutorials: the gang a pod belongs to (annotation).
 KAI_ANNOTATION: Final = "scheduling.run.ai/pod-group"
 # Volcano: the gang a pod belongs to (annotation).
