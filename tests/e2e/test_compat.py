@@ -168,8 +168,8 @@ def test_two_jobs_joined_by_pod_group_name_to_a_v2alpha2_podgroup_are_one_gang(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     """KAI as it ships: a v2alpha2 PodGroup, pods linked by ``pod-group-name``, the queue by the
-    label ``kai.scheduler/queue``."""
-    pool.add(1, gpus=8)  # room for all 4: only the missing members hold the gang
+    label ``kai.scheduler/queue``. On 3 GPUs a gang per Job (of 2) would start; the one of 4 waits."""
+    pool.add(1, gpus=3)
     queue = f"kai-{gang_namespace}"
     kai_queues = "queues.scheduling.run.ai"
     cluster.apply_objects(
@@ -206,14 +206,24 @@ def test_two_jobs_joined_by_pod_group_name_to_a_v2alpha2_podgroup_are_one_gang(
         held_through_a_pass(
             cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "kai-train") == 0, "2 of 4 wait"
         )
-        pg = podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")
-        assert pg["status"]["reason"] == "WaitingForMembers", pg["status"]
+        # Until the second Job makes its pods, the workloads seen can make only 2 of the 4.
+        status = podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")["status"]
+        assert status["reason"] == "InvalidSpec", status
         # Not a gang per Job: no PodGroup was made for either.
         assert cluster.kubectl("get", "pg", "launcher", "-n", gang_namespace, check=False).returncode != 0
 
         apply_manifest(
             cluster, gang_namespace, "kai-v2alpha2.yaml", pool, edit=queue_named, only=part("workers")
         )
+        eventually(
+            lambda: len(group_pods(cluster, gang_namespace, "kai-train")) == 4, 30, what="the workers' 2"
+        )
+        held_through_a_pass(
+            cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "kai-train") == 0, "4 on 3 GPUs wait"
+        )
+        status = podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")["status"]
+        assert status["reason"] == "InsufficientCapacity", status
+        pool.add(1, gpus=1)
         eventually(lambda: n_bound(cluster, gang_namespace, "kai-train") == 4, 30, what="all 4 together")
         pg = podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")
         # Released whole: one admission recorded all four before any gate was lifted.
