@@ -27,7 +27,7 @@ from tests.e2e.kube import (
     pods,
     set_pod_quota,
 )
-from tests.e2e.waiting import eventually, stays
+from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
 from tests.localcluster.phalanx import Phalanx
 
@@ -70,14 +70,21 @@ def apply_manifest(
     return result.stderr
 
 
-def test_coscheduling_pytorch_statefulset(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+def test_coscheduling_pytorch_statefulset(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
     pool.add(1, gpus=3)  # one GPU short of the gang
     warnings = apply_manifest(cluster, gang_namespace, "coscheduling-pytorch.yaml", pool)
     assert "scheduler-plugins-scheduler" in warnings and "Parallel" in warnings, warnings
     eventually(
         lambda: len(group_pods(cluster, gang_namespace, "pytorch-pg")) == 4, 30, what="4 replicas exist"
     )
-    stays(lambda: n_bound(cluster, gang_namespace, "pytorch-pg") == 0, 3.0, what="nothing bound on 3 GPUs")
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: n_bound(cluster, gang_namespace, "pytorch-pg") == 0,
+        "nothing bound on 3 GPUs",
+    )
     pg = podgroup(cluster, gang_namespace, "pytorch-pg")
     # Its minResources (4 GPUs) are not free either: that is what it says first.
     assert pg["status"]["phase"] == "Pending" and "needs 4" in pg["status"]["message"], pg["status"]
@@ -93,7 +100,9 @@ def test_coscheduling_pytorch_statefulset(cluster: LocalCluster, gang_namespace:
     assert "pytorch-pg" in table and "Running" in table, table
 
 
-def test_current_scheduler_plugins_group(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+def test_current_scheduler_plugins_group(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
     pool.add(1, gpus=8)
 
     def four(doc: dict[str, Any]) -> None:  # unlike the Job's 3: only the PodGroup says 4
@@ -102,7 +111,9 @@ def test_current_scheduler_plugins_group(cluster: LocalCluster, gang_namespace: 
 
     apply_manifest(cluster, gang_namespace, "scheduler-plugins-x-k8s.yaml", pool, edit=four)
     eventually(lambda: len(group_pods(cluster, gang_namespace, "train")) == 3, 30, what="the Job's 3 pods")
-    stays(lambda: n_bound(cluster, gang_namespace, "train") == 0, 2.0, what="the group's 4 never start")
+    held_through_a_pass(
+        cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "train") == 0, "the group's 4 never start"
+    )
     # The PodGroup's 4, not the Job's 3, is the gang's size: more than the Job can ever create.
     status = podgroup(cluster, gang_namespace, "train", group="scheduling.x-k8s.io")["status"]
     assert status["reason"] == "InvalidSpec", status
@@ -136,13 +147,15 @@ def test_current_scheduler_plugins_group(cluster: LocalCluster, gang_namespace: 
 
 
 def test_acs_quota_holds_everyone_until_lifted(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     set_pod_quota(cluster, gang_namespace, "two", 2)
     apply_manifest(cluster, gang_namespace, "acs-job.yaml", pool)
     eventually(lambda: len(group_pods(cluster, gang_namespace, "acs-gang")) == 2, 30, what="2 of 3 exist")
-    stays(lambda: n_bound(cluster, gang_namespace, "acs-gang") == 0, 3.0, what="none scheduled")
+    held_through_a_pass(
+        cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "acs-gang") == 0, "none scheduled"
+    )
     assert podgroup(cluster, gang_namespace, "acs-gang")["status"]["reason"] == "WaitingForMembers"
     set_pod_quota(cluster, gang_namespace, "two", 10)
     eventually(lambda: n_bound(cluster, gang_namespace, "acs-gang") == 3, 60, what="all 3 start together")
@@ -261,7 +274,7 @@ def test_two_jobs_joined_by_pod_group_name_to_a_v2alpha2_podgroup_are_one_gang(
 
 
 def test_kai_child_group_never_starts_alone(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     apply_manifest(cluster, gang_namespace, "kai-hierarchy.yaml", pool)
@@ -273,10 +286,11 @@ def test_kai_child_group_never_starts_alone(
 
     for i in range(2):
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(child("kai-child-a", i)))
-    stays(
+    held_through_a_pass(
+        cluster,
+        phalanx,
         lambda: n_bound(cluster, gang_namespace, "kai-child-a") == 0,
-        3.0,
-        what="child a waits for its sibling",
+        "child a waits for its sibling",
     )
     reason = podgroup(cluster, gang_namespace, "kai-child-a", group="scheduling.run.ai")["status"]["reason"]
     assert reason == "WaitingForSiblings", reason
@@ -292,7 +306,9 @@ def test_kai_child_group_never_starts_alone(
     )
 
 
-def test_native_workload_api(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+def test_native_workload_api(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
     pool.add(1, gpus=8)
     apply_manifest(cluster, gang_namespace, "workload-api.yaml", pool)
     for i in range(2):
@@ -305,7 +321,9 @@ def test_native_workload_api(cluster: LocalCluster, gang_namespace: str, pool: N
     )
     assert pg["spec"]["minMember"] == 3 and pg["spec"]["scheduleTimeoutSeconds"] == 120
     assert pg["metadata"]["ownerReferences"][0]["kind"] == "Workload"
-    stays(lambda: n_bound(cluster, gang_namespace, "train-workers") == 0, 2.0, what="2 of 3 wait")
+    held_through_a_pass(
+        cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "train-workers") == 0, "2 of 3 wait"
+    )
     member = w.pod(
         "worker-2", nodeSelector=pool.selector, workloadRef={"name": "train", "podGroup": "workers"}
     )
@@ -322,7 +340,7 @@ def test_native_workload_api(cluster: LocalCluster, gang_namespace: str, pool: N
 
 
 def test_min_resources_are_checked_per_node(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     nodes = pool.add(3, gpus=4)
     for i, node in enumerate(nodes):  # 1 GPU taken on every node: 9 free in sum, 3 on each
@@ -356,7 +374,9 @@ def test_min_resources_are_checked_per_node(
         )
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
     # A cluster-wide sum (9 free >= 8) would admit it; no node has 4 free GPUs, so it waits.
-    stays(lambda: n_bound(cluster, gang_namespace, "wide") == 0, 3.0, what="not admitted on summed room")
+    held_through_a_pass(
+        cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "wide") == 0, "not admitted on summed room"
+    )
     status = podgroup(cluster, gang_namespace, "wide")["status"]
     assert (
         status["reason"] == "InsufficientCapacity" and "needs 2 pods × 4 nvidia.com/gpu" in status["message"]

@@ -13,7 +13,7 @@ from typing import Any
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, held_through_a_pass, podgroup, pods, set_pod_quota
-from tests.e2e.waiting import eventually, stays
+from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster, procs
 from tests.localcluster.phalanx import Phalanx
 
@@ -33,7 +33,7 @@ def count_bound(cluster: LocalCluster, ns: str, job: str) -> int:
 
 
 def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     apply(cluster, gang_namespace, pooled_job("first", 5, pool, run_for="8s"))
@@ -42,13 +42,14 @@ def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
 
     eventually(lambda: count_bound(cluster, gang_namespace, "first") == 5, 30, what="first gang bound whole")
     # The second gang waits whole: nothing of it is bound while the first one holds 5 of 8 GPUs.
-    stays(
+    held_through_a_pass(
+        cluster,
+        phalanx,
         lambda: (
             count_bound(cluster, gang_namespace, "second") == 0
             and all(gated(p) for p in members(cluster, gang_namespace, "second"))
         ),
-        3.0,
-        what="second gang fully gated",
+        "second gang fully gated",
     )
     pg = podgroup(cluster, gang_namespace, "second")
     assert pg["status"]["phase"] == "Pending"
@@ -95,13 +96,15 @@ def test_gang_larger_than_its_nodes_times_out_with_nothing_bound(
 
 
 def test_quota_that_lets_only_part_of_a_gang_exist_holds_everyone(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     set_pod_quota(cluster, gang_namespace, "pods", 2)
     apply(cluster, gang_namespace, pooled_job("acs", 3, pool))
     eventually(lambda: len(members(cluster, gang_namespace, "acs")) == 2, 30, what="2 of 3 pods created")
-    stays(lambda: count_bound(cluster, gang_namespace, "acs") == 0, 3.0, what="nothing admitted")
+    held_through_a_pass(
+        cluster, phalanx, lambda: count_bound(cluster, gang_namespace, "acs") == 0, "nothing admitted"
+    )
     assert podgroup(cluster, gang_namespace, "acs")["status"]["reason"] == "WaitingForMembers"
 
     set_pod_quota(cluster, gang_namespace, "pods", 10)
@@ -158,7 +161,7 @@ def test_members_are_pinned_by_node_name_where_the_hostname_label_differs(
 
 
 def test_chief_pod_and_worker_statefulset_share_one_podgroup(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     apply(
@@ -175,14 +178,15 @@ def test_chief_pod_and_worker_statefulset_share_one_podgroup(
     workers = w.statefulset("tf-worker", replicas=3, labels=link)
     workers["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
     apply(cluster, gang_namespace, workers)
-    stays(
+    held_through_a_pass(
+        cluster,
+        phalanx,
         lambda: (
             not any(
                 bound(p) for p in pods(cluster, gang_namespace, "pod-group.scheduling.sigs.k8s.io/name=tf")
             )
         ),
-        2.0,
-        what="3 workers wait for the chief",
+        "3 workers wait for the chief",
     )
     apply(cluster, gang_namespace, w.pod("tf-chief", labels=link, nodeSelector=pool.selector))
     eventually(
@@ -419,10 +423,11 @@ def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
         assert "suspended Jobs: toobig" in gave_up[0]["message"]
         eventually(lambda: not members(cluster, gang_namespace, "toobig"), 30, what="the Job's pods gone")
         # The wait's start is kept on the PodGroup: with no members left it is still timed out.
-        stays(
+        held_through_a_pass(
+            cluster,
+            phalanx,
             lambda: podgroup(cluster, gang_namespace, "toobig")["status"]["reason"] == "SchedulingTimeout",
-            2.0,
-            what="the PodGroup still says SchedulingTimeout after its pods are gone",
+            "the PodGroup still says SchedulingTimeout after its pods are gone",
         )
         # Nothing the user submitted is gone: the Job is still there, only suspended; none ran.
         assert cluster.kubectl("get", "job", "toobig", "-n", gang_namespace, check=False).returncode == 0
