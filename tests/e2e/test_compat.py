@@ -254,6 +254,14 @@ def test_two_jobs_joined_by_pod_group_name_to_a_v2alpha2_podgroup_are_one_gang(
             20,
             what="the KAI queue counts the gang",
         )
+        eventually(
+            lambda: (
+                podgroup(cluster, gang_namespace, "kai-train", group="scheduling.run.ai")["status"]["phase"]
+                in ("Scheduled", "Running")
+            ),
+            20,
+            what="the gang's status on the KAI PodGroup",
+        )
         # Every KAI field is kept, read at either served version.
         for version in ("v2alpha2", "v2"):
             got = cluster.kubectl_json(
