@@ -115,14 +115,60 @@ PRINTER_COLUMNS = [
 ]
 
 
+# What KAI's own scheduling.run.ai/v2alpha2 PodGroup (KAI v0.12) carries beyond the fields above.
+# Served so that KAI manifests apply unchanged and every field is kept; Phalanx acts on subGroups'
+# minimums only.
+_TOPOLOGY: dict[str, Any] = {
+    "type": "object",
+    "description": "KAI topology constraint (kept, not acted on).",
+    "properties": {
+        "preferredTopologyLevel": {"type": "string"},
+        "requiredTopologyLevel": {"type": "string"},
+        "topology": {"type": "string"},
+    },
+}
+KAI_SPEC_FIELDS: dict[str, dict[str, Any]] = {
+    "preemptibility": {
+        "type": "string",
+        "enum": ["preemptible", "non-preemptible"],
+        "description": "KAI preemptibility (kept; Phalanx reads phalanx.io/preemptible).",
+    },
+    "parallelism": {**INT32, "description": "KAI: pods that try to run at once (kept only)."},
+    "completions": {**INT32, "description": "KAI: successful pods that finish the group (kept only)."},
+    "backoffLimit": {**INT32, "description": "KAI: failed pods that fail the group (kept only)."},
+    "markUnschedulable": {"type": "boolean", "description": "KAI: mark pods Unschedulable (kept only)."},
+    "schedulingBackoff": {**INT32, "description": "KAI: scheduling cycles before giving up (kept only)."},
+    "topologyConstraint": _TOPOLOGY,
+    "subGroups": {
+        "type": "array",
+        "description": "KAI subgroups: the gang starts only with each leaf's minMember among it "
+        "(pods name theirs with the label kai.scheduler/subgroup-name).",
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "minMember": {**INT32, "minimum": 1},
+                "parent": {"type": "string"},
+                "topologyConstraint": _TOPOLOGY,
+            },
+        },
+    },
+}
+
+
 @dataclass(frozen=True)
 class Variant:
     group: str
-    version: str
+    version: str  # the storage version
     path: str  # relative to deploy/
     short_names: list[str] = field(default_factory=list)
     spec_fields: tuple[str, ...] = tuple(SPEC_FIELDS)
     comment: str = ""
+    # Further served versions. They carry the very same schema as the storage version, so the
+    # API server's `None` conversion (it rewrites apiVersion only) keeps every field either way.
+    also_served: tuple[str, ...] = ()
+    extra_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 VARIANTS = [
@@ -142,9 +188,11 @@ VARIANTS = [
         comment="# PodGroup for manifests written for current scheduler-plugins (optional).\n"
         "# Do not install where scheduler-plugins' own CRD is installed.\n",
     ),
+    # KAI stores its PodGroups as v2alpha2 (the only version KAI serves); v2 is what older KAI
+    # tutorials wrote. Storing v2alpha2 keeps the objects readable by KAI's own CRD.
     Variant(
         "scheduling.run.ai",
-        "v2",
+        "v2alpha2",
         "components/kai-compat/podgroups.scheduling.run.ai.yaml",
         spec_fields=(
             "minMember",
@@ -155,8 +203,11 @@ VARIANTS = [
             "scheduleTimeoutSeconds",
             "parentPodGroup",
         ),
-        comment="# PodGroup for manifests written for NVIDIA KAI Scheduler (scheduling.run.ai/v2).\n"
+        comment="# PodGroup for manifests written for NVIDIA KAI Scheduler (scheduling.run.ai/v2alpha2, and\n"
+        "# v2 of older tutorials: one schema, so either version reads and writes every field).\n"
         "# NEVER install this where KAI itself runs: it would replace KAI's own CRD (and its versions).\n",
+        also_served=("v2",),
+        extra_fields=KAI_SPEC_FIELDS,
     ),
 ]
 
@@ -173,16 +224,19 @@ def _spec_schema(variant: Variant) -> dict[str, Any]:
     return {
         "type": "object",
         "required": ["minMember"],
-        "properties": {name: SPEC_FIELDS[name] for name in variant.spec_fields},
+        "properties": {
+            **{name: SPEC_FIELDS[name] for name in variant.spec_fields},
+            **variant.extra_fields,
+        },
         "x-kubernetes-validations": [{"rule": rule, "message": text} for rule, text in CROSS_FIELD_RULES],
     }
 
 
-def _version(variant: Variant) -> dict[str, Any]:
+def _version(variant: Variant, name: str) -> dict[str, Any]:
     return {
-        "name": variant.version,
+        "name": name,
         "served": True,
-        "storage": True,
+        "storage": name == variant.version,
         "subresources": {"status": {}},
         "additionalPrinterColumns": PRINTER_COLUMNS,
         "schema": {
@@ -207,6 +261,10 @@ def crd(variant: Variant) -> dict[str, Any]:
     names["singular"] = "podgroup"
     if variant.short_names:
         names["shortNames"] = variant.short_names
+    spec: dict[str, Any] = {"group": variant.group, "names": names, "scope": "Namespaced"}
+    if variant.also_served:
+        spec["conversion"] = {"strategy": "None"}
+    spec["versions"] = [_version(variant, name) for name in (variant.version, *variant.also_served)]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -215,12 +273,7 @@ def crd(variant: Variant) -> dict[str, Any]:
             "labels": {"app.kubernetes.io/name": "phalanx", "app.kubernetes.io/component": "crd"},
             **_approval(variant.group),
         },
-        "spec": {
-            "group": variant.group,
-            "names": names,
-            "scope": "Namespaced",
-            "versions": [_version(variant)],
-        },
+        "spec": spec,
     }
 
 

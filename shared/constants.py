@@ -54,13 +54,17 @@ COSCHEDULING_MIN_AVAILABLE_LABEL: Final = "pod-group.scheduling.sigs.k8s.io/min-
 ACS_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
 # Current scheduler-plugins: the gang a pod belongs to.
 SCHEDULER_PLUGINS_LABEL: Final = "scheduling.x-k8s.io/pod-group"
-# NVIDIA KAI: the gang a pod belongs to (annotation).
+# NVIDIA KAI as it ships: the gang a pod belongs to (annotation, what KAI's own pod grouper writes).
+KAI_POD_GROUP_ANNOTATION: Final = "pod-group-name"
+# NVIDIA KAI: the subgroup of its PodGroup a pod belongs to (PodGroup spec.subGroups).
+KAI_SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
+# NVIDIA KAI in older tutorials: the gang a pod belongs to (annotation).
 KAI_ANNOTATION: Final = "scheduling.run.ai/pod-group"
 # Volcano: the gang a pod belongs to (annotation).
 VOLCANO_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 
 GROUP_LINK_LABELS: Final = (POD_GROUP_LABEL, COSCHEDULING_LABEL, ACS_LABEL, SCHEDULER_PLUGINS_LABEL)
-GROUP_LINK_ANNOTATIONS: Final = (KAI_ANNOTATION, VOLCANO_ANNOTATION)
+GROUP_LINK_ANNOTATIONS: Final = (KAI_POD_GROUP_ANNOTATION, KAI_ANNOTATION, VOLCANO_ANNOTATION)
 
 # Schedulers of gang systems that are usually not installed next to Phalanx.
 DEFAULT_FOREIGN_GANG_SCHEDULERS: Final = ("scheduler-plugins-scheduler", "kai-scheduler", "volcano")
@@ -74,11 +78,13 @@ HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 # Queues: which queue a gang belongs to. The namespace label names its default; a workload, pod or
 # PodGroup label (or the PodGroup's spec.queue) overrides it. KAI's and Kueue's links are accepted.
 QUEUE_LABEL: Final = "phalanx.io/queue"
-# KAI's queue link, accepted as a queue link.
+# KAI's queue link as it ships (pods, workloads and namespaces), accepted as a queue link.
+KAI_SCHEDULER_QUEUE_LABEL: Final = "kai.scheduler/queue"
+# KAI's queue link in older tutorials, accepted as a queue link.
 KAI_QUEUE_LABEL: Final = "runai/queue"
 # Kueue's queue link, accepted as a queue link (and warned about: Kueue keeps such workloads suspended).
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
-QUEUE_LINK_LABELS: Final = (QUEUE_LABEL, KAI_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
+QUEUE_LINK_LABELS: Final = (QUEUE_LABEL, KAI_SCHEDULER_QUEUE_LABEL, KAI_QUEUE_LABEL, KUEUE_QUEUE_LABEL)
 # Namespace annotation a platform engineer sets: further queues (comma-separated) its workloads may
 # name besides the one its phalanx.io/queue label binds it to. A queue granted to some namespace is
 # closed to every namespace not granted it.

@@ -85,6 +85,20 @@ class PodGroupSpec:
         return out
 
 
+def subgroup_minimums(raw: Any) -> dict[str, int]:
+    """KAI's ``spec.subGroups`` as {leaf subgroup: its minMember}. Only leaves hold pods (a subgroup
+    that is another's ``parent`` only groups them), so only theirs count; one without a minMember
+    asks for nothing."""
+    groups = [g for g in obj(raw).get("subGroups") or () if isinstance(g, Mapping)]
+    parents = {text(g.get("parent")) for g in groups}
+    out: dict[str, int] = {}
+    for group in groups:
+        name, minimum = text(group.get("name")), _int(group.get("minMember"))
+        if name and name not in parents and minimum is not None and minimum >= 1:
+            out[name] = minimum
+    return out
+
+
 def spec_fields() -> list[tuple[SpecField, Any]]:
     """Every field's schema facts and its Python type, in declaration order (for crdgen)."""
     return [(f.metadata["about"], f.type) for f in fields(PodGroupSpec)]

@@ -8,7 +8,7 @@ object; a 50,000-pod cluster must fit in a few hundred MB.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ from shared.jsonread import (
     strings,
     text,
 )
-from shared.podgroup import PodGroupSpec
+from shared.podgroup import PodGroupSpec, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
 from shared.workloads import KINDS
 
@@ -247,6 +247,8 @@ class PodGroupRecord:
     labels: dict[str, str]
     annotations: dict[str, str]
     owner_references: list[dict[str, Any]]
+    # KAI's spec.subGroups: {leaf subgroup: its minMember} (empty for every other kind).
+    subgroups: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def key(self) -> GangKey:
@@ -272,6 +274,7 @@ def podgroup_record(rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
         labels=strings(meta.get("labels")),
         annotations=strings(meta.get("annotations")),
         owner_references=[ref for ref in items(meta.get("ownerReferences")) if isinstance(ref, dict)],
+        subgroups=subgroup_minimums(raw.get("spec")),
     )
 
 

@@ -55,7 +55,9 @@ PODGROUPS = ResourceType(
     constants.PODGROUP_GROUP, constants.PODGROUP_VERSION, constants.PODGROUP_PLURAL, constants.PODGROUP_KIND
 )
 PODGROUPS_X_K8S = ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
-PODGROUPS_KAI = ResourceType("scheduling.run.ai", "v2", "podgroups", "PodGroup")
+# KAI's PodGroup at its storage version (v2alpha2, as KAI ships it); the kai-compat CRD also serves
+# v2 with the same schema, so PodGroups applied at either version are read here.
+PODGROUPS_KAI = ResourceType("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
 PODGROUP_TYPES = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI)
 
 # Queues: Phalanx's own, and KAI's (served by the kai-compat component). Cluster-scoped.

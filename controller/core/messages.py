@@ -97,6 +97,10 @@ def waiting_for_members(live: int, min_member: int) -> str:
     return f"{live} of {min_member} members exist"
 
 
+def waiting_for_subgroup(name: str, live: int, min_member: int) -> str:
+    return f"subgroup {name}: {live} of {min_member} members exist"
+
+
 def min_resources_short(short: Sequence[tuple[str, int, int]]) -> str:
     """(resource, wanted, free): ``minResources needs 8 nvidia.com/gpu free where its pods may run, 5
     are``."""

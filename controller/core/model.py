@@ -170,6 +170,9 @@ class Gang:
     # PodGroup spec.minResources (as Coscheduling): the gang starts only when this much is free in
     # the cluster, summed over the nodes that take pods.
     min_resources: Resources = field(default_factory=dict)
+    # KAI subgroups: {subgroup: its minMember}. Members name theirs with the label
+    # kai.scheduler/subgroup-name; the gang starts only with each subgroup's minimum among it.
+    subgroups: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def wait_start(self) -> float:

@@ -70,6 +70,7 @@ from controller.core.queues import QueueBook, add, total_requests
 from controller.core.reservation import ever_fits, largest_single_fit, reserve
 from controller.core.shapes import Shape
 from controller.core.state import PassState, is_live
+from shared import constants
 
 Groups = dict[int, tuple[Shape, list[Pod]]]  # shape id -> (shape, pods of that shape, in order)
 Found = tuple[list["Candidate"], list[Assignment]] | None  # victims and the placement they make possible
@@ -118,6 +119,22 @@ class Siblings:
     def not_ready(self, child: Gang, reason: Reason, text: str) -> None:
         self.details.append(msg.sibling_detail(child.key.name, text))
         self.unready.append((child, reason, text))
+
+
+# KAI: the subgroup of its PodGroup a member belongs to (a pod label).
+SUBGROUP = constants.KAI_SUBGROUP_LABEL
+
+
+def _subgroups_first(gang: Gang, live: Sequence[Pod], pending: list[Pod]) -> tuple[list[Pod], int]:
+    """``pending`` with, first, the members each subgroup still needs for its minimum (in member
+    order); and how many those are: the gang's start must include all of them."""
+    waiting = {m.uid for m in pending}
+    first: list[Pod] = []
+    for name, need in sorted(gang.subgroups.items()):
+        placed = sum(1 for m in live if m.uid not in waiting and m.labels.get(SUBGROUP) == name)
+        first.extend([m for m in pending if m.labels.get(SUBGROUP) == name][: max(0, need - placed)])
+    chosen = {m.uid for m in first}
+    return [*first, *(m for m in pending if m.uid not in chosen)], len(first)
 
 
 def _has_gated(gang: Gang) -> bool:
@@ -423,6 +440,12 @@ class PlanningPass:
             return self._wait(gang, blocked[0], blocked[1], timed_out)
         if len(live) < gang.min_member:
             return self._incomplete(gang, live, timed_out)
+        for name, need in sorted(gang.subgroups.items()):
+            have = sum(1 for m in live if m.labels.get(SUBGROUP) == name)
+            if have < need:
+                return self._wait(
+                    gang, Reason.WAITING_FOR_MEMBERS, msg.waiting_for_subgroup(name, have, need), timed_out
+                )
         if any(m.foreign_gates for m in live):
             gates = sorted({g for m in live for g in m.foreign_gates})
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
@@ -448,6 +471,9 @@ class PlanningPass:
             loose.sort(key=member_order)
         others = len(live) - len(pending)
         required_n = max(0, gang.min_member - others)
+        if gang.subgroups:
+            pending, for_subgroups = _subgroups_first(gang, live, pending)
+            required_n = max(required_n, for_subgroups)
         if required_n == 0:
             return self._grow(gang)
         allowed = len(pending) if gang.max_member is None else max(required_n, gang.max_member - others)

@@ -241,6 +241,7 @@ def view(
         admitted={uid: node for uid, node in admitted.items() if uid in present},
         booked={uid: node for uid, node in booked.items() if uid in present},
         min_resources=_min_resources(record),
+        subgroups=record.subgroups,
         admitted_at=admitted_at,
         parent=record.spec.parent_pod_group,
         queue=_queue(record, members, store),

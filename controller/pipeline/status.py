@@ -45,7 +45,9 @@ def _admitted_verdict(
         return "Finished", "Finished", f"{n['succeeded']} members succeeded", True
     if n["running"] + n["succeeded"] >= minimum and n["running"] > 0:
         return "Running", Reason.ADMITTED.value, f"{n['running']} members running", True
-    if n["failed"] and n["running"] + n["succeeded"] + n["gated"] + n["scheduled"] < minimum:
+    # Members that may still make up the gang: bound and not finished ("scheduled", which counts
+    # the running ones too), waiting at the gate, or done.
+    if n["failed"] and n["scheduled"] + n["gated"] + n["succeeded"] < minimum:
         return "Failed", "MembersFailed", f"{n['failed']} members failed", True
     if n["scheduled"] >= minimum:
         return "Scheduled", Reason.ADMITTED.value, f"{n['scheduled']} members bound to nodes", True

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.waiting import eventually
+from tests.e2e.waiting import eventually, held
 from tests.localcluster import LocalCluster
+from tests.localcluster.phalanx import Phalanx
 
 GATE = "phalanx.io/gang"
 GROUP_LABEL = "phalanx.io/pod-group"
@@ -81,3 +84,21 @@ def group_pods(cluster: LocalCluster, namespace: str, group: str) -> list[dict[s
 
 def n_bound(cluster: LocalCluster, namespace: str, group: str) -> int:
     return sum(1 for p in group_pods(cluster, namespace, group) if bound(p))
+
+
+# The controller re-plans every gang whenever a PriorityClass changes: touching this one (value 0,
+# never used by a pod) is how a test makes it plan now instead of at its next resync.
+REPLAN_CLASS = "e2e-phalanx-replan"
+
+
+def replan(cluster: LocalCluster) -> None:
+    tick = {"e2e.phalanx.io/tick": uuid.uuid4().hex}
+    body = {"metadata": {"name": REPLAN_CLASS, "annotations": tick}, "value": 0}
+    cluster.apply_objects([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", **body}])
+
+
+def held_through_a_pass(
+    cluster: LocalCluster, phalanx: Phalanx, probe: Callable[[], bool], what: str
+) -> None:
+    """``probe`` holds until every gang was re-planned after this call (see ``waiting.held``)."""
+    held(probe, phalanx.planning_passes, lambda: replan(cluster), what=what)

@@ -6,13 +6,14 @@ with a nodeSelector), so its capacity arithmetic does not depend on other tests.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import apply, bound, events, gated, podgroup, pods, set_pod_quota
-from tests.e2e.waiting import eventually, stays
+from tests.e2e.kube import apply, bound, events, gated, held_through_a_pass, podgroup, pods, set_pod_quota
+from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster, procs
 from tests.localcluster.phalanx import Phalanx
 
@@ -32,7 +33,7 @@ def count_bound(cluster: LocalCluster, ns: str, job: str) -> int:
 
 
 def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     apply(cluster, gang_namespace, pooled_job("first", 5, pool, run_for="8s"))
@@ -41,13 +42,14 @@ def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
 
     eventually(lambda: count_bound(cluster, gang_namespace, "first") == 5, 30, what="first gang bound whole")
     # The second gang waits whole: nothing of it is bound while the first one holds 5 of 8 GPUs.
-    stays(
+    held_through_a_pass(
+        cluster,
+        phalanx,
         lambda: (
             count_bound(cluster, gang_namespace, "second") == 0
             and all(gated(p) for p in members(cluster, gang_namespace, "second"))
         ),
-        3.0,
-        what="second gang fully gated",
+        "second gang fully gated",
     )
     pg = podgroup(cluster, gang_namespace, "second")
     assert pg["status"]["phase"] == "Pending"
@@ -94,29 +96,44 @@ def test_gang_larger_than_its_nodes_times_out_with_nothing_bound(
 
 
 def test_quota_that_lets_only_part_of_a_gang_exist_holds_everyone(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     set_pod_quota(cluster, gang_namespace, "pods", 2)
     apply(cluster, gang_namespace, pooled_job("acs", 3, pool))
     eventually(lambda: len(members(cluster, gang_namespace, "acs")) == 2, 30, what="2 of 3 pods created")
-    stays(lambda: count_bound(cluster, gang_namespace, "acs") == 0, 3.0, what="nothing admitted")
+    held_through_a_pass(
+        cluster, phalanx, lambda: count_bound(cluster, gang_namespace, "acs") == 0, "nothing admitted"
+    )
     assert podgroup(cluster, gang_namespace, "acs")["status"]["reason"] == "WaitingForMembers"
 
     set_pod_quota(cluster, gang_namespace, "pods", 10)
     eventually(lambda: count_bound(cluster, gang_namespace, "acs") == 3, 60, what="all 3 start together")
 
 
-def test_statefulset_gang(cluster: LocalCluster, gang_namespace: str, pool: NodePool) -> None:
+def test_statefulset_gang(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+) -> None:
+    """4 replicas of 2 GPUs with 6 of 8 GPUs free: three would fit one by one, the gang does not."""
     pool.add(1, gpus=8)
+    apply(cluster, gang_namespace, w.pod("blocker", gpus=2, nodeSelector=pool.selector))
+    eventually(
+        lambda: bound(cluster.kubectl_json("get", "pod", "blocker", "-n", gang_namespace)), 20, what="blocker"
+    )
     sts = w.statefulset("ranks", replicas=4, gpus=2)
     sts["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
     apply(cluster, gang_namespace, sts)
-    eventually(
-        lambda: sum(1 for p in pods(cluster, gang_namespace, "app=ranks") if bound(p)) == 4,
-        30,
-        what="4 replicas bound",
+
+    def replicas() -> list[dict[str, Any]]:
+        return pods(cluster, gang_namespace, "app=ranks")
+
+    eventually(lambda: len(replicas()) == 4, 30, what="4 replicas created (Parallel)")
+    held_through_a_pass(
+        cluster, phalanx, lambda: not any(bound(p) for p in replicas()), "no replica starts on 6 of 8 GPUs"
     )
+    assert podgroup(cluster, gang_namespace, "ranks")["status"]["reason"] == "InsufficientCapacity"
+    cluster.kubectl("delete", "pod", "blocker", "-n", gang_namespace, "--grace-period=0")
+    eventually(lambda: sum(1 for p in replicas() if bound(p)) == 4, 30, what="4 replicas bound together")
     assert podgroup(cluster, gang_namespace, "ranks")["status"]["phase"] in ("Scheduled", "Running")
 
 
@@ -144,7 +161,7 @@ def test_members_are_pinned_by_node_name_where_the_hostname_label_differs(
 
 
 def test_chief_pod_and_worker_statefulset_share_one_podgroup(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
     apply(
@@ -161,14 +178,15 @@ def test_chief_pod_and_worker_statefulset_share_one_podgroup(
     workers = w.statefulset("tf-worker", replicas=3, labels=link)
     workers["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
     apply(cluster, gang_namespace, workers)
-    stays(
+    held_through_a_pass(
+        cluster,
+        phalanx,
         lambda: (
             not any(
                 bound(p) for p in pods(cluster, gang_namespace, "pod-group.scheduling.sigs.k8s.io/name=tf")
             )
         ),
-        2.0,
-        what="3 workers wait for the chief",
+        "3 workers wait for the chief",
     )
     apply(cluster, gang_namespace, w.pod("tf-chief", labels=link, nodeSelector=pool.selector))
     eventually(
@@ -178,9 +196,12 @@ def test_chief_pod_and_worker_statefulset_share_one_podgroup(
     )
 
 
-def test_elastic_gang_starts_at_min_and_grows(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+def test_elastic_gang_starts_its_minimum_together_and_never_exceeds_max_member(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
+    """minMember 2, maxMember 3, a Job of 5. Room for 1: nothing starts (members started one by one
+    would start one). Room for 2: exactly those 2, in one admission. All the room free: it grows to
+    3 and no further, though a GPU stays free and 2 members wait."""
     pool.add(1, gpus=4)
     apply(
         cluster,
@@ -189,24 +210,51 @@ def test_elastic_gang_starts_at_min_and_grows(
             "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
             "kind": "PodGroup",
             "metadata": {"name": "elastic"},
-            "spec": {"minMember": 2, "maxMember": 4},
+            "spec": {"minMember": 2, "maxMember": 3},
         },
     )
-    blocker = w.pod("blocker", gpus=2, nodeSelector=pool.selector)  # not a gang member: holds 2 GPUs
-    apply(cluster, gang_namespace, blocker)
+    # Not gang members: they hold 3 of the 4 GPUs.
+    for name, gpus in (("big", 2), ("small", 1)):
+        apply(cluster, gang_namespace, w.pod(name, gpus=gpus, nodeSelector=pool.selector))
     eventually(
-        lambda: bound(cluster.kubectl_json("get", "pod", "blocker", "-n", gang_namespace)), 20, what="blocker"
+        lambda: (
+            all(bound(p) for p in pods(cluster, gang_namespace, "!job-name"))
+            and len(pods(cluster, gang_namespace, "!job-name")) == 2
+        ),
+        20,
+        what="blockers bound",
     )
     apply(
         cluster,
         gang_namespace,
-        pooled_job("elastic", 4, pool, template_labels={"scheduling.x-k8s.io/pod-group": "elastic"}),
+        pooled_job("elastic", 5, pool, template_labels={"scheduling.x-k8s.io/pod-group": "elastic"}),
     )
+    eventually(lambda: len(members(cluster, gang_namespace, "elastic")) == 5, 30, what="5 members")
+
+    def bound_and_gated(n_bound: int) -> bool:
+        elastic = members(cluster, gang_namespace, "elastic")
+        return (
+            count_bound(cluster, gang_namespace, "elastic") == n_bound
+            and sum(map(gated, elastic)) == 5 - n_bound
+        )
+
+    held_through_a_pass(
+        cluster, phalanx, lambda: bound_and_gated(0), "room for 1 of the minimum 2: none starts"
+    )
+
+    cluster.kubectl("delete", "pod", "small", "-n", gang_namespace, "--grace-period=0")
     eventually(
         lambda: count_bound(cluster, gang_namespace, "elastic") == 2, 30, what="started at minMember 2"
     )
-    cluster.kubectl("delete", "pod", "blocker", "-n", gang_namespace, "--grace-period=0")
-    eventually(lambda: count_bound(cluster, gang_namespace, "elastic") == 4, 30, what="grew to maxMember 4")
+    held_through_a_pass(cluster, phalanx, lambda: bound_and_gated(2), "the minimum, and no room for more")
+    pg = podgroup(cluster, gang_namespace, "elastic")
+    assert len(json.loads(pg["metadata"]["annotations"]["phalanx.io/admission"])["placement"]) == 2
+    assert [e["reason"] for e in events(cluster, gang_namespace, "elastic")].count("Admitted") == 1
+
+    cluster.kubectl("delete", "pod", "big", "-n", gang_namespace, "--grace-period=0")
+    eventually(lambda: count_bound(cluster, gang_namespace, "elastic") == 3, 30, what="grew to maxMember 3")
+    held_through_a_pass(cluster, phalanx, lambda: bound_and_gated(3), "maxMember 3 with a GPU to spare")
+    assert "MembersAdmitted" in [e["reason"] for e in events(cluster, gang_namespace, "elastic")]
 
 
 def test_job_retry_replacement_is_admitted_without_a_new_gang(
@@ -235,16 +283,20 @@ def test_job_retry_replacement_is_admitted_without_a_new_gang(
 
 
 def test_controller_killed_mid_admission_finishes_every_gang(
-    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx, classes: dict[str, str]
 ) -> None:
-    pool.add(4, gpus=8)
+    """A kill right after the first gate is lifted leaves a gang half admitted. While no controller
+    runs, a rival of higher priority (that never preempts) arrives which fits in the room the gang
+    has not taken yet: planning from scratch would admit the rival first and leave the gang partial
+    for good. The admission recorded before any gate was lifted makes the next leader finish it."""
+    pool.add(4, gpus=8)  # 32 GPUs: the gang takes them all
     # One gate at a time, so that a kill right after the first lift lands in the middle of it.
     serial = {"PHALANX_CONTROLLER_PATCH_CONCURRENCY": "1"}
-    torn = 0
+    contested = 0
     try:
         for round_ in range(3):
             phalanx.stop_controller(kill=True)
-            name = f"crash-{round_}"
+            name, rival = f"crash-{round_}", f"rival-{round_}"
             apply(cluster, gang_namespace, pooled_job(name, 32, pool, gpus=1))
             eventually(
                 lambda name=name: len(members(cluster, gang_namespace, name)) == 32, 30, what="32 gated"
@@ -258,23 +310,40 @@ def test_controller_killed_mid_admission_finishes_every_gang(
             )
             phalanx.stop_controller(kill=True)
             lifted = sum(1 for p in members(cluster, gang_namespace, name) if not gated(p))
-            torn += 0 < lifted < 32
+            rival_job = pooled_job(rival, 4, pool, gpus=1)
+            rival_job["spec"]["template"]["spec"]["priorityClassName"] = classes["never"]
+            apply(cluster, gang_namespace, rival_job)
+            eventually(
+                lambda rival=rival: len(members(cluster, gang_namespace, rival)) == 4, 30, what="rival gated"
+            )
+            # Planning from scratch would admit the rival: at least its 4 GPUs are not taken yet.
+            contested += 0 < lifted <= 32 - 4
             phalanx.start_controller(serial)
             eventually(
                 lambda name=name: count_bound(cluster, gang_namespace, name) == 32,
                 40,
                 what=f"{name} fully admitted after the restart",
             )
-            assert not any(gated(p) for p in members(cluster, gang_namespace, name))
-            cluster.kubectl("delete", "job", name, "-n", gang_namespace, "--wait=false")
+            held_through_a_pass(
+                cluster,
+                phalanx,
+                lambda name=name, rival=rival: (
+                    count_bound(cluster, gang_namespace, rival) == 0
+                    and count_bound(cluster, gang_namespace, name) == 32
+                ),
+                "the recorded gang keeps its room; the rival waits",
+            )
+            cluster.kubectl("delete", "job", name, rival, "-n", gang_namespace, "--wait=false")
             eventually(
                 lambda name=name: count_bound(cluster, gang_namespace, name) == 0, 30, what="room freed"
             )
+            if contested:
+                break
     finally:
         phalanx.stop_controller()
         phalanx.start_controller()
-    # The test proves something only if a kill left a gang half lifted at least once.
-    assert torn >= 1, "no kill landed in the middle of a gate lift"
+    # The test proves something only if a kill left a gang half lifted, with a rival that fits.
+    assert contested >= 1, "no kill landed in the middle of a gate lift"
 
 
 def test_a_large_gang_has_each_gate_lifted_once(
@@ -354,10 +423,11 @@ def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
         assert "suspended Jobs: toobig" in gave_up[0]["message"]
         eventually(lambda: not members(cluster, gang_namespace, "toobig"), 30, what="the Job's pods gone")
         # The wait's start is kept on the PodGroup: with no members left it is still timed out.
-        stays(
+        held_through_a_pass(
+            cluster,
+            phalanx,
             lambda: podgroup(cluster, gang_namespace, "toobig")["status"]["reason"] == "SchedulingTimeout",
-            2.0,
-            what="the PodGroup still says SchedulingTimeout after its pods are gone",
+            "the PodGroup still says SchedulingTimeout after its pods are gone",
         )
         # Nothing the user submitted is gone: the Job is still there, only suspended; none ran.
         assert cluster.kubectl("get", "job", "toobig", "-n", gang_namespace, check=False).returncode == 0
@@ -450,3 +520,38 @@ def test_events_keep_their_count_across_a_failover(
         standby.wait(10)
         if phalanx.controller is None:
             phalanx.start_controller()
+
+
+def test_a_gang_whose_failed_members_leave_too_few_says_members_failed(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    """Two bare pods (nobody recreates them) of a PodGroup of 2; one fails: the gang cannot be whole."""
+    pool.add(1, gpus=8)
+    link = {"pod-group.scheduling.sigs.k8s.io/name": "pair"}
+    apply(
+        cluster,
+        gang_namespace,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pair"},
+            "spec": {"minMember": 2},
+        },
+    )
+    for i in range(2):
+        apply(cluster, gang_namespace, w.pod(f"pair-{i}", labels=link, nodeSelector=pool.selector))
+    eventually(
+        lambda: podgroup(cluster, gang_namespace, "pair").get("status", {}).get("running") == 2,
+        30,
+        what="the pair running",
+    )
+    failed = json.dumps({"status": {"phase": "Failed"}})
+    cluster.kubectl(
+        "patch", "pod", "pair-0", "-n", gang_namespace, "--subresource=status", "--type=merge", "-p", failed
+    )
+    status = eventually(
+        lambda: (s := podgroup(cluster, gang_namespace, "pair")["status"])["reason"] == "MembersFailed" and s,
+        20,
+        what="MembersFailed",
+    )
+    assert status["phase"] == "Failed" and status["message"] == "1 members failed", status

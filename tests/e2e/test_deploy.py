@@ -54,6 +54,49 @@ def test_local_overlay_is_accepted_by_the_api_server(cluster: LocalCluster, syst
     assert result.returncode == 0, result.stderr
 
 
+CERT_MANAGER_STAND_INS = Path(__file__).parent / "manifests" / "cert-manager-standin-crds.yaml"
+
+
+def test_cert_manager_install_is_accepted_by_the_api_server(
+    cluster: LocalCluster, system_namespace: None
+) -> None:
+    """cert-manager is not installed here: its Issuers and Certificates are checked against stand-in
+    CRDs that declare its v1 fields and enums, with strict field validation; everything else in
+    deploy/with-cert-manager against the real API server, in one server-side dry run."""
+    stand_ins = [d for d in yaml.safe_load_all(CERT_MANAGER_STAND_INS.read_text()) if d]
+    cluster.apply_objects(stand_ins)
+    try:
+        for crd in stand_ins:
+            name = crd["metadata"]["name"]
+            cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=30s")
+        overlay = str(DEPLOY / "with-cert-manager")
+        result = cluster.kubectl(
+            "apply", "--server-side", "--dry-run=server", "--validate=strict", "-k", overlay, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        kinds = {line.split("/")[0] for line in result.stdout.split()}
+        assert {"issuer.cert-manager.io", "certificate.cert-manager.io"} <= kinds, result.stdout
+        # The stand-ins are not a rubber stamp: a misspelt field is refused.
+        built = yaml.safe_load_all(cluster.kubectl("kustomize", overlay).stdout)
+        certificate = next(d for d in built if d and d["kind"] == "Certificate")
+        certificate["spec"]["secretNmae"] = certificate["spec"].pop("secretName")
+        refused = cluster.kubectl(
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--validate=strict",
+            "-f",
+            "-",
+            input=json.dumps(certificate),
+            check=False,
+        )
+        assert refused.returncode != 0 and "secretNmae" in refused.stderr, refused.stderr
+    finally:
+        cluster.kubectl(
+            "delete", "crd", "-l", "e2e.phalanx.io/stand-in=cert-manager", "--wait=false", check=False
+        )
+
+
 def test_phalanx_pods_meet_the_restricted_pod_security_standard(
     cluster: LocalCluster, namespace: str
 ) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodePool
-from tests.e2e.kube import apply, events, gated, podgroup, pods
+from tests.e2e import workloads as w
+from tests.e2e.kube import apply, bound, events, gated, held_through_a_pass, podgroup, pods
 from tests.e2e.test_controller import count_bound, members, pooled_job
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
@@ -158,3 +159,99 @@ def test_stream_of_small_gangs_does_not_starve_a_big_one(
     finally:
         phalanx.stop_controller()
         phalanx.start_controller()
+
+
+VICTIM_LINK = "pod-group.scheduling.sigs.k8s.io/name"
+
+
+def bare_victims_and_a_preemptor(
+    cluster: LocalCluster, ns: str, pool: NodePool, classes: dict[str, str]
+) -> None:
+    """A low-priority gang of 2 bare pods (evicted, not suspended as a Job's are) fills the 8 GPUs;
+    then a high-priority gang of 2 asks for them."""
+    pool.add(1, gpus=8)
+    apply(
+        cluster,
+        ns,
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "victim"},
+            "spec": {"minMember": 2},
+        },
+    )
+    for i in range(2):
+        victim = w.pod(f"victim-{i}", gpus=4, labels={VICTIM_LINK: "victim"}, nodeSelector=pool.selector)
+        victim["spec"]["priorityClassName"] = classes["low"]
+        apply(cluster, ns, victim)
+    eventually(
+        lambda: sum(map(bound, pods(cluster, ns, f"{VICTIM_LINK}=victim"))) == 2, 30, what="victims run"
+    )
+    apply(cluster, ns, prioritised(pooled_job("urgent", 2, pool, gpus=4), classes["high"]))
+
+
+def restarted_controller(phalanx: Phalanx, env: dict[str, str]) -> None:
+    phalanx.stop_controller()
+    phalanx.start_controller(env)
+
+
+def test_preemption_dry_run_reports_the_victims_and_evicts_nothing(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str], phalanx: Phalanx
+) -> None:
+    restarted_controller(phalanx, {"PHALANX_CONTROLLER_PREEMPTION_DRY_RUN": "true"})
+    try:
+        bare_victims_and_a_preemptor(cluster, gang_namespace, pool, classes)
+        dry = eventually(
+            lambda: [
+                e for e in events(cluster, gang_namespace, "urgent") if e["reason"] == "PreemptionDryRun"
+            ],
+            30,
+            what="a PreemptionDryRun Event on the preemptor",
+        )
+        assert f"would evict: {gang_namespace}/victim" in dry[0]["message"], dry[0]["message"]
+
+        def untouched() -> bool:
+            victims = pods(cluster, gang_namespace, f"{VICTIM_LINK}=victim")
+            return (
+                len(victims) == 2
+                and all(bound(p) and not p["metadata"].get("deletionTimestamp") for p in victims)
+                and count_bound(cluster, gang_namespace, "urgent") == 0
+            )
+
+        held_through_a_pass(cluster, phalanx, untouched, "nothing evicted, the preemptor waits")
+    finally:
+        restarted_controller(phalanx, {})
+
+
+def test_preemption_evicts_with_the_configured_grace_period(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str], phalanx: Phalanx
+) -> None:
+    restarted_controller(phalanx, {"PHALANX_CONTROLLER_EVICTION_GRACE_SECONDS": "7"})
+    # Every change of the victims, as it happens: the fake kubelet deletes them right after.
+    template = '{.metadata.name} {.metadata.deletionTimestamp} {.metadata.deletionGracePeriodSeconds}{"\\n"}'
+    watch = cluster.kubectl_stream(
+        "get",
+        "pods",
+        "-n",
+        gang_namespace,
+        "-l",
+        f"{VICTIM_LINK}=victim",
+        "--watch",
+        "-o",
+        f"jsonpath={template}",
+    )
+    try:
+        bare_victims_and_a_preemptor(cluster, gang_namespace, pool, classes)
+        eventually(lambda: count_bound(cluster, gang_namespace, "urgent") == 2, 40, what="the preemptor runs")
+    finally:
+        watch.terminate()
+        seen, _ = watch.communicate(timeout=10)
+        restarted_controller(phalanx, {})
+    # The first deletion each victim saw is the eviction's: its grace period is the setting's 7
+    # seconds, not the pods' own 0.
+    first_grace: dict[str, str] = {}
+    for line in seen.splitlines():
+        name, *deleting = line.split()
+        if len(deleting) == 2:
+            first_grace.setdefault(name, deleting[1])
+    assert first_grace == {"victim-0": "7", "victim-1": "7"}, seen

@@ -35,3 +35,35 @@ def stays(probe: Callable[[], bool], duration: float, interval: float = 0.25, wh
     while time.monotonic() < deadline:
         assert probe(), f"stopped holding: {what or probe}"
         time.sleep(interval)
+
+
+def held(
+    probe: Callable[[], bool],
+    passes: Callable[[], int],
+    replan: Callable[[], None],
+    what: str = "",
+    timeout: float = 60.0,
+    interval: float = 0.25,
+) -> None:
+    """Assert that ``probe`` holds until the controller has re-planned every gang at least once
+    after this call, rather than for a fixed time that may fall between two passes.
+
+    ``passes`` counts the controller's finished planning passes; ``replan`` makes it start one. A
+    pass still running now may have read the state from before; the one after it has not: so the
+    probe must hold until two more have finished. Each is triggered at once instead of waiting for
+    the periodic resync.
+    """
+    start = seen = passes()
+    replan()
+    deadline = time.monotonic() + timeout
+    while True:
+        assert probe(), f"stopped holding: {what or probe}"
+        now = passes()
+        if now >= start + 2:
+            break
+        if now > seen:  # the one triggered may have been folded into the pass that was running
+            seen = now
+            replan()
+        assert time.monotonic() < deadline, f"no planning pass within {timeout:.0f}s ({what})"
+        time.sleep(interval)
+    assert probe(), f"stopped holding: {what or probe}"

@@ -105,6 +105,11 @@ class LocalCluster:
             )
         return result
 
+    def kubectl_stream(self, *args: str) -> subprocess.Popen[str]:
+        """kubectl left running (``get --watch``), its output read when the caller stops it."""
+        cmd = [self._bin("kubectl"), "--kubeconfig", str(self.kubeconfig), *args]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 

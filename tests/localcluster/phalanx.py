@@ -238,6 +238,13 @@ class Phalanx:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             return str(response.read().decode())
 
+    def planning_passes(self) -> int:
+        """How many planning passes the running controller has finished."""
+        for line in self.metrics().splitlines():
+            if line.startswith("phalanx_planning_pass_seconds_count "):
+                return int(float(line.split()[1]))
+        raise AssertionError("phalanx_planning_pass_seconds_count not exported")
+
     def _wait_http(self, url: str, what: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

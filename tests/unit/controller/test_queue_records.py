@@ -103,6 +103,8 @@ def test_which_queue_podgroup_then_parent_then_members_then_namespace() -> None:
     assert gang_queue(None, {c.QUEUE_LABEL: "label"}, members, "ns", "parent") == "label"
     assert gang_queue(None, {}, members, "ns", "parent") == "parent"
     assert gang_queue(None, {}, members, "ns") == "from-pod"
+    shipped = [member(**{c.KAI_SCHEDULER_QUEUE_LABEL: "kai-team"})]
+    assert gang_queue(None, {}, shipped, "ns") == "kai-team"
     kueue = [member(**{c.KUEUE_QUEUE_LABEL: "lq"})]
     assert gang_queue(None, {}, kueue, "ns") == "lq"
     copied = [Pod("u", "ns", "p", {}, annotations={c.QUEUE_LABEL: "from-workload"})]

@@ -305,6 +305,11 @@ class GangBuilder:
         self._f["parent"] = name
         return self
 
+    def subgroups(self, **minimums: int) -> GangBuilder:
+        """KAI subgroups: {name: minMember}; members name theirs with ``in_subgroup``."""
+        self._f["subgroups"] = dict(minimums)
+        return self
+
     def queue(self, name: str | None) -> GangBuilder:
         self._f["queue"] = name
         return self

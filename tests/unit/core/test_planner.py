@@ -204,6 +204,41 @@ def test_elastic_growth_needs_the_minimum_first() -> None:
     assert isinstance(d, Wait)
 
 
+# ---- KAI subgroups --------------------------------------------------------------------------------
+
+
+def in_subgroup(name: str, *members: str) -> list[PodLike]:
+    label = {"kai.scheduler/subgroup-name": name}
+    return [
+        replace(pod(m).gpus(1).gated().created(NOW - 100 + i).build(), labels=label)
+        for i, m in enumerate(members)
+    ]
+
+
+def test_a_gang_waits_until_each_subgroup_has_its_minimum() -> None:
+    members = in_subgroup("workers", "w-0", "w-1", "w-2")
+    g = gang("g").min(3).subgroups(launcher=1, workers=2).members(*members)
+    d = run([node("a").gpus(8)], [g]).for_gang(G)
+    assert d == Wait(G, Reason.WAITING_FOR_MEMBERS, "subgroup launcher: 0 of 1 members exist")
+
+
+def test_the_start_holds_each_subgroups_minimum_before_older_members() -> None:
+    # Room for 2. By age alone the start would be a-0 and a-1, and subgroup b would have none.
+    members = [*in_subgroup("a", "a-0", "a-1", "a-2"), *in_subgroup("b", "b-0")]
+    members[-1] = replace(members[-1], created=NOW)  # the youngest
+    g = gang("g").min(2).max(4).subgroups(a=1, b=1).members(*members)
+    d = run([node("n").gpus(2)], [g]).for_gang(G)
+    assert isinstance(d, Admit) and sorted(d.placement) == ["ns/a-0", "ns/b-0"]
+
+
+def test_subgroup_minimums_above_min_member_are_all_required() -> None:
+    members = [*in_subgroup("a", "a-0", "a-1"), *in_subgroup("b", "b-0", "b-1")]
+    g = gang("g").min(1).max(4).subgroups(a=2, b=2).members(*members)
+    assert isinstance(run([node("n").gpus(3)], [g]).for_gang(G), Wait)  # 4 needed, room for 3
+    d = run([node("n").gpus(4)], [g]).for_gang(G)
+    assert isinstance(d, Admit) and len(d.placement) == 4
+
+
 # ---- already admitted ----------------------------------------------------------------------------
 
 

@@ -29,3 +29,14 @@ def test_pods_of_a_long_named_replica_resolve_to_the_shortened_name() -> None:
     link = resolve({}, {}, {"workloadRef": ref})
     assert link is not None and link.name == workload_group_name("w" * 40, "g" * 20, "k" * 10)
     assert len(link.name) <= 63
+
+
+def test_kai_links_both_as_it_ships_and_as_older_tutorials_wrote_them() -> None:
+    """KAI's pod grouper writes ``pod-group-name``; older tutorials ``scheduling.run.ai/pod-group``."""
+    shipped = resolve({}, {"pod-group-name": "pg"})
+    assert shipped is not None and (shipped.name, shipped.source) == ("pg", "annotation pod-group-name")
+    tutorial = resolve({}, {"scheduling.run.ai/pod-group": "pg"})
+    assert tutorial is not None and tutorial.source == "annotation scheduling.run.ai/pod-group"
+    # Both present and disagreeing: the form KAI ships wins.
+    both = resolve({}, {"scheduling.run.ai/pod-group": "old", "pod-group-name": "new"})
+    assert both is not None and both.name == "new"

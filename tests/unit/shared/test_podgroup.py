@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.podgroup import PodGroupSpec
+from shared.podgroup import PodGroupSpec, subgroup_minimums
 
 
 def test_a_stored_spec_is_read_into_typed_fields() -> None:
@@ -36,3 +36,20 @@ def test_written_by_wire_name_with_unset_fields_left_out() -> None:
     spec = PodGroupSpec(min_member=3, schedule_timeout_seconds=60)
     assert spec.to_json() == {"minMember": 3, "scheduleTimeoutSeconds": 60}
     assert PodGroupSpec.from_json(spec.to_json()) == spec
+
+
+def test_kai_subgroup_minimums_are_those_of_the_leaves() -> None:
+    spec = {
+        "minMember": 5,
+        "subGroups": [
+            {"name": "decode", "minMember": 4},  # only groups the two below: its minimum is not a leaf's
+            {"name": "leader", "minMember": 1, "parent": "decode"},
+            {"name": "workers", "minMember": 3, "parent": "decode"},
+            {"name": "prefill", "minMember": 2},
+            {"name": "optional"},  # no minMember: asks for nothing
+            "not a subgroup",
+        ],
+    }
+    assert subgroup_minimums(spec) == {"leader": 1, "workers": 3, "prefill": 2}
+    assert subgroup_minimums({"minMember": 2}) == {}
+    assert subgroup_minimums(None) == {}

@@ -133,6 +133,7 @@ def test_existing_gates_are_kept_and_ours_appended() -> None:
         (job("j").template_label(c.ACS_LABEL, "pg"), "pg"),
         (job("j").template_label(c.SCHEDULER_PLUGINS_LABEL, "pg"), "pg"),
         (job("j").template_annotation(c.KAI_ANNOTATION, "pg"), "pg"),
+        (job("j").template_annotation(c.KAI_POD_GROUP_ANNOTATION, "pg"), "pg"),
         (job("j").template_annotation(c.VOLCANO_ANNOTATION, "pg"), "pg"),
         (job("j").label(c.COSCHEDULING_LABEL, "pg"), "pg"),
         (job("j").annotation(c.KAI_ANNOTATION, "pg"), "pg"),
