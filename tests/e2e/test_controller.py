@@ -12,8 +12,18 @@ from typing import Any
 
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
-from tests.e2e.kube import apply, bound, events, gated, held_through_a_pass, podgroup, pods, set_pod_quota
-from tests.e2e.waiting import eventually
+from tests.e2e.kube import (
+    apply,
+    bound,
+    events,
+    gated,
+    held_through_a_pass,
+    podgroup,
+    pods,
+    replan,
+    set_pod_quota,
+)
+from tests.e2e.waiting import eventually, held
 from tests.localcluster import LocalCluster, procs
 from tests.localcluster.phalanx import Phalanx
 
@@ -437,6 +447,9 @@ def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
         phalanx.start_controller()
 
 
+PASSES = "phalanx_planning_pass_seconds_count"
+
+
 def waiting_events(cluster: LocalCluster, ns: str, name: str) -> list[dict[str, Any]]:
     return [
         e
@@ -492,7 +505,7 @@ def test_events_keep_their_count_across_a_failover(
             what="the new leader sees the gang wait",
         )
         # ... and, the reason being the same, neither counted it again nor made another Event.
-        stays(
+        held(
             lambda: (
                 [
                     (e["metadata"]["name"], e["count"])
@@ -500,7 +513,8 @@ def test_events_keep_their_count_across_a_failover(
                 ]
                 == [(first["metadata"]["name"], 1)]
             ),
-            3.0,
+            lambda: int(gauge(phalanx.metrics(port=standby_port), PASSES) or 0),
+            lambda: replan(cluster),
             what="the predecessor's Event, uncounted",
         )
 
