@@ -16,7 +16,7 @@ import yaml
 
 from controller.api.kube import ApiError, KubeClient
 from controller.api.transport import ConfigError, kubeconfig_context
-from controller.cli import audit, report, targets
+from controller.cli import audit, preflight, report, targets
 from controller.cli.cluster import ClusterState, load
 from controller.cli.render import FORMATS, dump
 
@@ -78,6 +78,7 @@ def parser() -> argparse.ArgumentParser:
         description="kind: job, statefulset, mpijob, podgroup, pod, or any owner kind of gang members",
     )
     explain.add_argument("target", help="<kind>/<name>, e.g. job/train")
+    commands.add_parser("preflight", parents=[after_command], help=preflight.HELP, description=preflight.HELP)
     for name, what in (("top", "gangs in the planner's order"), ("audit", "dry-run opting namespaces in")):
         command = commands.add_parser(name, parents=[after_command], help=what)
         command.add_argument("-A", "--all-namespaces", action="store_true")
@@ -106,6 +107,10 @@ async def _run(args: argparse.Namespace) -> int:
     except Exception as err:  # kubeconfig missing, unreadable or without a usable context
         return _fail(f"error: cannot use kubeconfig {path}: {err}", EXIT_API)
     try:
+        if args.command == "preflight":  # reads the server version and CRDs only
+            shown, code = await preflight.command(kube, args.output)
+            print(shown)
+            return code
         state = await load(kube, time.time(), controller=(controller_namespace, controller_name))
     finally:
         await kube.close()
