@@ -5,6 +5,7 @@
 #   tests/install/image.sh                 # build; base image: $PHALANX_PYTHON_IMAGE, else the
 #                                          # public python image if pullable, else a local one
 #   tests/install/image.sh --save FILE     # also write a docker-archive (for ctr / kind load)
+#   tests/install/image.sh --oci FILE      # also write an OCI archive (the release's image archive)
 #
 # Where no image registry is reachable the base is made locally: a Debian root file system
 # (debootstrap minbase) with Debian's python3, imported as localhost/phalanx-base:<suite>-<date>
@@ -19,8 +20,9 @@ PUBLIC_BASE="python:3.11-slim"
 SUITE="${PHALANX_BASE_SUITE:-bookworm}"
 MIRROR="${PHALANX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"
-SAVE=""
+SAVE=""; OCI=""
 [ "${1:-}" = "--save" ] && SAVE="${2:?--save needs a file}"
+[ "${1:-}" = "--oci" ] && OCI="${2:?--oci needs a file}"
 
 say() { printf '[image %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
@@ -89,6 +91,15 @@ if [ -n "$SAVE" ]; then
     "${ENGINE[@]}" save --format docker-archive -o "$SAVE" "$IMAGE" >&2
   else
     "${ENGINE[@]}" save -o "$SAVE" "$IMAGE" >&2
+  fi
+fi
+if [ -n "$OCI" ]; then
+  mkdir -p "$(dirname "$OCI")"
+  rm -f "$OCI"
+  if [ "${ENGINE[0]}" = podman ]; then
+    "${ENGINE[@]}" save --format oci-archive -o "$OCI" "$IMAGE" >&2
+  else  # docker >= 25 writes an OCI image layout (index.json, oci-layout) in its archive
+    "${ENGINE[@]}" save -o "$OCI" "$IMAGE" >&2
   fi
 fi
 say "built $IMAGE in $(( $(date +%s) - start ))s"
