@@ -69,7 +69,7 @@ clean:
 # The release artefacts in dist/: an install manifest per variant, each compatibility group's CRDs,
 # the Helm chart, the image as an OCI archive and the plugin's wheel (docs/operations.md "Releases").
 # Needs kubectl (`make binaries` builds one) and docker or podman for the image.
-release: $(STAMP)
+release: $(STAMP) binaries
 	$(PY) -m release
 
 # localhost/phalanx:<version> with docker or podman; see docs/operations.md "The image".

@@ -10,6 +10,7 @@ Helm's ``lookup``: another project's CRD of the same name is never replaced.
 from __future__ import annotations
 
 import copy
+import gzip
 import io
 import re
 import tarfile
@@ -199,7 +200,11 @@ def files(manifests: Manifests) -> dict[str, str]:
 def write(manifests: Manifests, out: Path) -> Path:
     """dist/phalanx-<version>.tgz (reproducible: fixed times and owners)."""
     path = out / f"{NAME}-{manifests.version}.tgz"
-    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as archive:
+    with (
+        path.open("wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as compressed,
+        tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive,
+    ):
         for name, text in sorted(files(manifests).items()):
             data = text.encode()
             info = tarfile.TarInfo(f"{NAME}/{name}")

@@ -99,3 +99,23 @@ def test_a_built_image_archive_carries_the_tag_the_manifests_name(built: manifes
     if not archive.exists():
         pytest.skip(f"{archive.name} not built (make release)")
     assert f"localhost/phalanx:{built.version}" in image.references(archive)
+
+
+def test_make_release_writes_every_artefact_and_their_checksums(
+    tmp_path: Path, built: manifests.Manifests, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from release.__main__ import main
+
+    assert main(["--no-image", "--out", str(tmp_path)]) == 0
+    v = built.version
+    expected = {
+        f"phalanx-{v}.yaml",
+        f"phalanx-{v}-cert-manager.yaml",
+        *(piece.file(v) for piece in PIECES),
+        f"phalanx-{v}.tgz",
+        f"phalanx_kubectl-{v}-py3-none-any.whl",
+    }
+    assert {p.name for p in tmp_path.iterdir()} == expected | {"SHA256SUMS"}
+    sums = dict(line.split("  ")[::-1] for line in (tmp_path / "SHA256SUMS").read_text().splitlines())
+    assert set(sums) == expected
+    assert "no image archive" in capsys.readouterr().err
