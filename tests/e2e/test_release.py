@@ -1,5 +1,8 @@
 """The release on a cluster where another project already serves scheduler-plugins' PodGroup group.
 
+The tests run in file order on one cluster: the release applied beside the other CRD, Helm's rule
+for it, then Phalanx running with the PodGroups that CRD serves.
+
 Its own small cluster: CRDs are cluster-scoped, and the session's cluster serves Phalanx's own
 ``podgroups.scheduling.sigs.k8s.io``, which this test must replace with another project's.
 ``kubectl phalanx preflight`` names the conflict; the release applied the documented way (the
@@ -19,10 +22,15 @@ import pytest
 import yaml
 
 from release import chart, manifests
+from tests.conftest import _namespace
+from tests.e2e.kube import apply, bound, gated, podgroup, pods
 from tests.e2e.test_kubectl_phalanx import kubectl_phalanx
+from tests.e2e.waiting import eventually
+from tests.e2e.workloads import job
 from tests.localcluster import LocalCluster
 from tests.localcluster.cluster import ClusterConfig
 from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 
 FOREIGN = Path(__file__).with_name("manifests") / "foreign" / "podgroups.scheduling.sigs.k8s.io.yaml"
 FOREIGN_NAME = "podgroups.scheduling.sigs.k8s.io"
@@ -142,3 +150,38 @@ def test_the_chart_skips_or_refuses_another_projects_crd(
     )
     assert forced.returncode != 0
     assert f"{FOREIGN_NAME}: served by another project's CRD; Phalanx never replaces it" in forced.stderr
+
+
+def test_phalanx_gangs_live_in_the_other_projects_podgroups(bare_cluster: LocalCluster) -> None:
+    """Phalanx (webhook and controller, deploy/local without its own PodGroup CRD) admits a gang
+    whose PodGroup the other project's CRD serves, and that CRD is still not written."""
+    if bare_cluster.kubectl("get", "crd", FOREIGN_NAME, check=False).returncode != 0:
+        bare_cluster.kubectl("create", "-f", str(FOREIGN))
+    before = _untouched_view(_crd(bare_cluster))
+    phalanx = Phalanx(bare_cluster, PhalanxOptions(leave_crds=frozenset({FOREIGN_NAME})))
+    try:
+        phalanx.up()
+        namespaces = _namespace(bare_cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"})
+        ns = next(namespaces)
+        apply(bare_cluster, ns, job("pair", parallelism=2, gpus=4))
+
+        def admitted() -> bool:
+            members = pods(bare_cluster, ns, "job-name=pair")
+            return len(members) == 2 and all(bound(p) and not gated(p) for p in members)
+
+        eventually(admitted, timeout=90, what="the gang admitted through the other project's PodGroups")
+        group = eventually(
+            lambda: (
+                podgroup(bare_cluster, ns, "pair").get("status", {}).get("phase") == "Running"
+                and podgroup(bare_cluster, ns, "pair")
+            ),
+            timeout=60,
+            what="the PodGroup Running",
+        )
+        assert group["spec"]["minMember"] == 2
+        # Their schema keeps phase and counts, and prunes what it does not know (preflight says so).
+        assert "reason" not in group["status"]
+        next(namespaces, None)
+    finally:
+        phalanx.down()
+    assert _untouched_view(_crd(bare_cluster)) == before
