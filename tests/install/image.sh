@@ -47,6 +47,10 @@ local_base() {
   tag="localhost/phalanx-base:$SUITE-$day"
   if image_exists "$tag"; then echo "$tag"; return; fi
   rootfs="$CACHE/images/debian-$SUITE-python3-$day.tar"
+  # One debootstrap at a time per cache: builds from several checkouts share the root file system.
+  mkdir -p "$CACHE/images"
+  exec 9>"$CACHE/images/.lock"
+  flock 9
   if [ ! -f "$rootfs" ]; then
     command -v debootstrap >/dev/null || die "no registry reachable and no debootstrap to make a base image (apt-get install debootstrap)"
     [ "$(id -u)" = 0 ] || die "making the local base image with debootstrap needs root"
@@ -65,6 +69,7 @@ local_base() {
     tar -C "$dir" -cf "$rootfs.tmp" . && mv "$rootfs.tmp" "$rootfs"
     rm -rf "$dir"
   fi
+  flock -u 9
   "${ENGINE[@]}" import --change 'CMD ["python3"]' --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
     "$rootfs" "$tag" >/dev/null
   echo "$tag"

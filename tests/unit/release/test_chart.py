@@ -67,15 +67,21 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return ["env", f"HOME={home}", f"XDG_CACHE_HOME={home}", f"XDG_CONFIG_HOME={home}", binary]
 
 
-def _template(helm: list[str], chart: Path, *sets: str) -> list[Obj]:
+def _run_template(
+    helm: list[str], chart: Path, *sets: str, kube_version: str = "1.35.0"
+) -> subprocess.CompletedProcess[str]:
     args = [a for s in sets for a in ("--set", s)]
-    result = subprocess.run(
-        [*helm, "template", "phalanx", str(chart), *args],
+    return subprocess.run(
+        [*helm, "template", "phalanx", str(chart), "--kube-version", kube_version, *args],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
+
+
+def _template(helm: list[str], chart: Path, *sets: str) -> list[Obj]:
+    result = _run_template(helm, chart, *sets)
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
@@ -133,3 +139,11 @@ def test_the_values_reach_every_place(helm: list[str], dist: Path, built: manife
     assert replicas == {"phalanx-webhook": 3, "phalanx-controller": 1}
     crds = sorted(o["metadata"]["name"] for o in rendered if o["kind"] == "CustomResourceDefinition")
     assert crds == ["podgroups.scheduling.run.ai", "queues.scheduling.phalanx.io", "queues.scheduling.run.ai"]
+
+
+def test_the_chart_refuses_kubernetes_below_the_floor(
+    helm: list[str], dist: Path, built: manifests.Manifests
+) -> None:
+    result = _run_template(helm, _chart(dist, built), kube_version="1.29.9")
+    assert result.returncode != 0
+    assert "chart requires kubeVersion: >= 1.30.0-0" in result.stderr
