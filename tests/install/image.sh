@@ -54,20 +54,22 @@ local_base() {
   if [ ! -f "$rootfs" ]; then
     command -v debootstrap >/dev/null || die "no registry reachable and no debootstrap to make a base image (apt-get install debootstrap)"
     [ "$(id -u)" = 0 ] || die "making the local base image with debootstrap needs root"
-    local dir="$CACHE/images/rootfs-$SUITE-$day"
-    rm -rf "$dir"; mkdir -p "$dir"
+    # A directory of its own: a build from another checkout (an older copy of this script) may
+    # remove the shared one while this one runs.
+    local dir
+    dir=$(mktemp -d "$CACHE/images/rootfs-$SUITE-$day.XXXXXX")
     say "making base image $tag with debootstrap ($SUITE minbase + python3; ~2-4 minutes)"
     nice -n 10 debootstrap --variant=minbase \
       --include=python3,python3-venv,python3-pip,python-is-python3,ca-certificates \
-      "$SUITE" "$dir" "$MIRROR" >"$CACHE/images/debootstrap.log" 2>&1 \
-      || { tail -n 20 "$CACHE/images/debootstrap.log" >&2; die "debootstrap failed"; }
+      "$SUITE" "$dir" "$MIRROR" >"$dir.log" 2>&1 \
+      || { tail -n 20 "$dir.log" >&2; rm -rf "$dir"; die "debootstrap failed (log: $dir.log)"; }
     # pip in the build stage must trust what the host trusts (a proxy's CA, for instance).
     cp /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/ca-certificates.crt"
     # The public python image's pip is not "externally managed"; match it for the build stage.
     rm -f "$dir"/usr/lib/python3*/EXTERNALLY-MANAGED
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
-    tar -C "$dir" -cf "$rootfs.tmp" . && mv "$rootfs.tmp" "$rootfs"
-    rm -rf "$dir"
+    tar -C "$dir" -cf "$dir.tar" . && mv "$dir.tar" "$rootfs"
+    rm -rf "$dir" "$dir.log"
   fi
   flock -u 9
   "${ENGINE[@]}" import --change 'CMD ["python3"]' --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
