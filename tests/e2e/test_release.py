@@ -35,6 +35,8 @@ from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 FOREIGN = Path(__file__).with_name("manifests") / "foreign" / "podgroups.scheduling.sigs.k8s.io.yaml"
 FOREIGN_NAME = "podgroups.scheduling.sigs.k8s.io"
 HELM_SCRIPT = Path(__file__).resolve().parents[1] / "localcluster" / "build-helm.sh"
+# A cluster of its own starts (and may start twice) inside the first test.
+pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,10 @@ def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
         )
     )
     try:
-        cluster.up()
+        try:
+            cluster.up()
+        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
+            cluster.up()
         yield cluster
     finally:
         cluster.down()
@@ -131,7 +136,10 @@ def test_the_chart_skips_or_refuses_another_projects_crd(
     if bare_cluster.kubectl("get", "crd", FOREIGN_NAME, check=False).returncode != 0:
         bare_cluster.kubectl("create", "-f", str(FOREIGN))
     helm = _helm()
-    base = [helm, "template", "phalanx", str(out / f"phalanx-{built.version}.tgz"), "--dry-run=server"]
+    # `helm template` assumes its own Kubernetes version unless told; lookup asks the cluster.
+    server = bare_cluster.kubectl_json("version")["serverVersion"]["gitVersion"]
+    chart_file = str(out / f"phalanx-{built.version}.tgz")
+    base = [helm, "template", "phalanx", chart_file, "--dry-run=server", "--kube-version", server]
     env = {"KUBECONFIG": str(bare_cluster.kubeconfig), "HOME": str(out), "PATH": "/usr/bin:/bin"}
     rendered = subprocess.run(base, capture_output=True, text=True, env=env, check=False, timeout=120)
     assert rendered.returncode == 0, rendered.stderr
