@@ -96,10 +96,16 @@ cluster-down: $(STAMP)
 
 clean:
 	-$(PY) -m tests.localcluster down
-	rm -rf $(VENV) $(FLOORS) .local out .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FLOORS) .local out dist .mypy_cache .ruff_cache
 
-# ---- install: the container image and the in-cluster install tier (tests/install) ----
-.PHONY: image install-test install-test-if-possible kind-demo
+# ---- install: the release, the container image and the in-cluster install tier (tests/install) ----
+.PHONY: release image install-test install-test-if-possible kind-demo
+# The release artefacts in dist/: an install manifest per variant, each compatibility group's CRDs,
+# the Helm chart, the image as an OCI archive and the plugin's wheel (docs/operations.md "Releases").
+# Needs kubectl (`make binaries` builds one) and docker or podman for the image.
+release: $(STAMP) binaries
+	$(PY) -m release
+
 # localhost/phalanx:<version> with docker or podman; see docs/operations.md "The image".
 image:
 	@bash tests/install/image.sh >/dev/null

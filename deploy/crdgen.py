@@ -351,7 +351,7 @@ QUEUE_VARIANTS = [
     QueueVariant(
         QUEUE_GROUP,
         QUEUE_VERSION,
-        "components/crds/queues.scheduling.phalanx.io.yaml",
+        "base/queues.scheduling.phalanx.io.yaml",
         {
             "type": "object",
             "properties": {

@@ -255,6 +255,10 @@ class KubeClient:
             raise
         return any(r.get("name") == rt.plural for r in resources.get("resources", []))
 
+    async def server_version(self) -> JSON:
+        """The API server's /version (gitVersion, major, minor)."""
+        return await self._json("GET", "/version")
+
 
 async def gather_limited(limit: int, *coros: Any) -> list[Any]:
     """asyncio.gather with at most ``limit`` in flight, returning exceptions instead of raising."""

@@ -14,7 +14,7 @@ from typing import Any
 from controller.api.kube import ApiError
 from controller.api.resources import NAMESPACES, NODES, PODGROUPS, PODS
 from controller.api.transport import ConfigError, kubeconfig_context
-from controller.cli import audit, report, targets
+from controller.cli import audit, preflight, report, targets
 from controller.cli.cluster import ClusterState, load
 from controller.cli.connection import Access, Chosen, choose, connect, request_timeout
 from controller.cli.render import FORMATS, dump
@@ -103,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
         description="kind: job, statefulset, mpijob, podgroup, pod, or any owner kind of gang members",
     )
     explain.add_argument("target", help="<kind>/<name>, e.g. job/train")
+    commands.add_parser("preflight", parents=[after_command], help=preflight.HELP, description=preflight.HELP)
     for name, what in (("top", "gangs in the planner's order"), ("audit", "dry-run opting namespaces in")):
         command = commands.add_parser(name, parents=[after_command], help=what)
         command.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
@@ -140,6 +141,10 @@ async def _run(args: argparse.Namespace) -> int:
     except Exception as err:  # a kubeconfig without a usable context, an unreadable certificate
         return _fail(f"error: cannot connect with {chosen.described}: {err}", EXIT_API)
     try:
+        if args.command == "preflight":  # reads the server version and CRDs only
+            shown, code = await preflight.command(kube, args.output)
+            print(shown)
+            return code
         state = await load(kube, time.time(), controller=(controller_namespace, controller_name))
     finally:
         await kube.close()

@@ -1,5 +1,8 @@
-"""The install tier's session: the image built, a local control plane with one real node beside
-two fake GPU nodes, and Phalanx installed in-cluster with ``kubectl apply -k tests/install/overlay``.
+"""The install tier's session: the release built into its own ``dist/`` (``python -m release``: the
+install manifests and the image's OCI archive), a local control plane with one real node beside two
+fake GPU nodes, the archive imported into the node's containerd and the release's manifests applied
+with ``kubectl apply --server-side -f`` — the files ``kubectl phalanx preflight`` lists, with only
+the Phalanx pods pinned to the real node (the other nodes are KWOK's).
 
 Skips (saying why) where the machine cannot run a real node or build an image.
 """
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.install.prereqs import why_not_here
 from tests.localcluster import procs
@@ -23,8 +27,6 @@ from tests.localcluster.cluster import REPO, ClusterConfig, LocalCluster, pki_di
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.realnode import RealNode, cluster_options, cluster_patches
 
-OVERLAY = Path(__file__).with_name("overlay")
-IMAGE_SCRIPT = Path(__file__).with_name("image.sh")
 NAMESPACE = "phalanx-system"
 
 
@@ -36,7 +38,7 @@ def _log(message: str) -> None:
 class Install:
     cluster: LocalCluster
     node: RealNode
-    overlay: Path = OVERLAY
+    manifest: Path  # what was applied: the release's files, the Phalanx pods pinned to the real node
 
     def kubectl(self, *args: str, check: bool = True, timeout: float = 60.0) -> str:
         return self.cluster.kubectl(*args, check=check, timeout=timeout).stdout
@@ -45,12 +47,39 @@ class Install:
         self.cluster._poll(what, check, timeout, 0.5)
 
 
-def _build_image(workdir: Path) -> Path:
-    archive = workdir / "phalanx-image.tar"
+def _build_release(workdir: Path) -> Path:
+    """``make release`` into ``workdir/dist``: the manifests and the image archive."""
+    out = workdir / "dist"
     started = time.monotonic()
-    subprocess.run(["bash", str(IMAGE_SCRIPT), "--save", str(archive)], check=True, stdout=subprocess.DEVNULL)
-    _log(f"image built and saved in {time.monotonic() - started:.0f}s")
-    return archive
+    subprocess.run([sys.executable, "-m", "release", "--out", str(out)], check=True, cwd=REPO)
+    _log(f"release built in {time.monotonic() - started:.0f}s")
+    return out
+
+
+def _pinned(dist: Path, files: list[str], workdir: Path) -> Path:
+    """The release's files as one manifest, with the Phalanx pods pinned to the real node."""
+    objects = [doc for name in files for doc in yaml.safe_load_all((dist / name).read_text()) if doc]
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            obj["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "real-node"}
+    path = workdir / "applied.yaml"
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    return path
+
+
+def _preflight_files(cluster: LocalCluster) -> list[str]:
+    """What ``kubectl phalanx preflight`` says to apply on this cluster (it must not block)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "preflight", "-o", "json"],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    files: list[str] = json.loads(result.stdout)["apply"]
+    return files
 
 
 def _deployments_available(cluster: LocalCluster) -> bool:
@@ -84,8 +113,9 @@ def install() -> Iterator[Install]:
     workdir.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     t0 = time.monotonic()
-    archive = _build_image(workdir)
-    timings["image"] = time.monotonic() - t0
+    dist = _build_release(workdir)
+    (archive,) = dist.glob("phalanx-*-image.oci.tar")
+    timings["release"] = time.monotonic() - t0
     cluster = LocalCluster(
         ClusterConfig(
             name="phalanx-install",
@@ -105,14 +135,15 @@ def install() -> Iterator[Install]:
         node.import_image(archive)
         timings["cluster+node"] = time.monotonic() - t
         t = time.monotonic()
-        cluster.kubectl("apply", "-k", str(OVERLAY), timeout=120)
+        manifest = _pinned(dist, _preflight_files(cluster), workdir)
+        cluster.kubectl("apply", "--server-side", "-f", str(manifest), timeout=120)
         cluster._poll(
             "the Phalanx Deployments to be Available", lambda: _deployments_available(cluster), 240, 1
         )
         timings["install"] = time.monotonic() - t
         _log("ready: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()))
         (workdir / "setup-timings.json").write_text(json.dumps(timings, indent=2))
-        yield Install(cluster, node)
+        yield Install(cluster, node, manifest)
     finally:
         if os.environ.get("PHALANX_KEEP_CLUSTER") != "1":
             node.down()

@@ -1,6 +1,6 @@
-"""Phalanx installed the way users install it (``kubectl apply -k``), running in containers on a
-real kubelet, gang-scheduling Jobs on the fake GPU nodes. The tests run in file order: the last
-one uninstalls."""
+"""Phalanx installed the way users install it (the release's manifests and image archive,
+``kubectl apply --server-side``), running in containers on a real kubelet, gang-scheduling Jobs on
+the fake GPU nodes. The tests run in file order: the last one uninstalls."""
 
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
     _apply(install, stranded, job("too-big", parallelism=3, gpus=8))
     install.wait("the oversized gang's pods", lambda: len(_pods(install, stranded, "job-name=too-big")) == 3)
 
-    install.kubectl("delete", "-k", str(install.overlay), "--wait=true", timeout=240)
+    install.kubectl("delete", "-f", str(install.manifest), "--wait=true", timeout=240)
     assert install.kubectl("get", "namespace", NAMESPACE, check=False) == ""
     assert install.kubectl("get", "mutatingwebhookconfiguration", "phalanx-webhook", check=False) == ""
     # A namespace still labelled for Phalanx: with the webhook gone, pods are neither refused

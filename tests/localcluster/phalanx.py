@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
+
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 
@@ -47,6 +49,8 @@ class PhalanxOptions:
             "PHALANX_CONTROLLER_LEASE_RENEW_SECONDS": "2",
         }
     )
+    # CRDs of deploy/local not to apply: another project's CRD of that name serves the group.
+    leave_crds: frozenset[str] = frozenset()
 
 
 class Phalanx:
@@ -64,6 +68,16 @@ class Phalanx:
         """CRDs, namespace, ServiceAccounts, RBAC and the webhook configuration from deploy/local."""
         self.dir.mkdir(parents=True, exist_ok=True)
         rendered = self.cluster.kubectl("kustomize", str(REPO / "deploy" / "local")).stdout
+        if self.options.leave_crds:
+            rendered = yaml.safe_dump_all(
+                doc
+                for doc in yaml.safe_load_all(rendered)
+                if doc
+                and not (
+                    doc["kind"] == "CustomResourceDefinition"
+                    and doc["metadata"]["name"] in self.options.leave_crds
+                )
+            )
         url = f"https://127.0.0.1:{self.options.webhook_port}/mutate"
         self.cluster.kubectl(
             "apply", "--server-side", "-f", "-", input=rendered.replace(LOCAL_WEBHOOK_URL, url), timeout=120

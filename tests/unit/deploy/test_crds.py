@@ -221,7 +221,7 @@ def test_schemas_are_structural() -> None:
         walk(_schema(path), path.name)
 
 
-QUEUE = DEPLOY / "components/crds/queues.scheduling.phalanx.io.yaml"
+QUEUE = DEPLOY / "base/queues.scheduling.phalanx.io.yaml"
 KAI_QUEUE = DEPLOY / "components/kai-compat/queues.scheduling.run.ai.yaml"
 
 

@@ -18,7 +18,8 @@ from webhook.metrics import WebhookMetrics
 from .manifests import DEPLOY, REPO, kustomize, named, write_overlay
 
 MONITORING = DEPLOY / "components" / "monitoring"
-METRIC = re.compile(r"\bphalanx_[a-z_]+\b")
+# Not a file name such as the plugin's wheel, phalanx_kubectl-<version>-py3-none-any.whl.
+METRIC = re.compile(r"\bphalanx_[a-z_]+\b(?!-)")
 SELECTOR = re.compile(r"\b(phalanx_[a-z_]+)\{([^}]*)\}")
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
 
