@@ -104,7 +104,7 @@ clean:
 # the Helm chart, the image as an OCI archive and the plugin's wheel (docs/operations.md "Releases").
 # Needs kubectl (`make binaries` builds one) and docker or podman for the image.
 release: $(STAMP) binaries
-	$(PY) -m release
+	$(PY) -m deploy.release
 
 # localhost/phalanx:<version> with docker or podman; see docs/operations.md "The image".
 image:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from pydantic import ValidationError
-from pydantic_core import ErrorDetails
 from pydantic_settings import BaseSettings, SettingsError
+
+if TYPE_CHECKING:  # pydantic's own dependency; only its type is named here
+    from pydantic_core import ErrorDetails
 
 Settings = TypeVar("Settings", bound=BaseSettings)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from release import chart, manifests
+from deploy.release import chart, manifests
 from tests.conftest import _namespace
 from tests.e2e.kube import apply, bound, gated, podgroup, pods
 from tests.e2e.test_kubectl_phalanx import kubectl_phalanx

@@ -1,4 +1,4 @@
-"""The install tier's session: the release built into its own ``dist/`` (``python -m release``: the
+"""The install tier's session: the release built into its own ``dist/`` (``python -m deploy.release``: the
 install manifests and the image's OCI archive), a local control plane with one real node beside two
 fake GPU nodes, the archive imported into the node's containerd and the release's manifests applied
 with ``kubectl apply --server-side -f`` — the files ``kubectl phalanx preflight`` lists, with only
@@ -51,7 +51,7 @@ def _build_release(workdir: Path) -> Path:
     """``make release`` into ``workdir/dist``: the manifests and the image archive."""
     out = workdir / "dist"
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "release", "--out", str(out)], check=True, cwd=REPO)
+    subprocess.run([sys.executable, "-m", "deploy.release", "--out", str(out)], check=True, cwd=REPO)
     _log(f"release built in {time.monotonic() - started:.0f}s")
     return out
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from release import chart, manifests, wheel
+from deploy.release import chart, manifests, wheel
 from tests.unit.deploy.manifests import require_kubectl
 
 

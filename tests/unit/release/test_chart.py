@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from controller.cli.preflight import PIECES, decide
-from release import manifests
-from release.chart import KEEP
-from release.manifests import key
+from deploy.release import manifests
+from deploy.release.chart import KEEP
+from deploy.release.manifests import key
 
 Obj = dict[str, Any]
 
@@ -129,7 +129,9 @@ def test_the_values_reach_every_place(helm: list[str], dist: Path, built: manife
     )
     text = yaml.safe_dump_all(rendered)
     assert "phalanx-system" not in text
-    assert "system:serviceaccount:ml-sched:phalanx-controller" in text  # the admission policies' CEL
+    # The admission policies know the controller by the ServiceAccount their bindings' paramRef names.
+    refs = [o["spec"]["paramRef"] for o in rendered if "paramRef" in o.get("spec", {})]
+    assert refs and all(ref["namespace"] == "ml-sched" for ref in refs)
     assert not [o for o in rendered if o["kind"] == "Namespace"]
     for obj in rendered:
         if "namespace" in obj["metadata"]:

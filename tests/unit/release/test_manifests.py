@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from controller.cli.preflight import OWN_CRDS, PIECES
-from release import image, manifests
-from release.manifests import VARIANTS, core_file, key
+from deploy.release import image, manifests
+from deploy.release.manifests import VARIANTS, core_file, key
 from tests.unit.deploy.manifests import DEPLOY, kustomize
 
 REPO = Path(__file__).resolve().parents[3]
@@ -104,7 +104,7 @@ def test_a_built_image_archive_carries_the_tag_the_manifests_name(built: manifes
 def test_make_release_writes_every_artefact_and_their_checksums(
     tmp_path: Path, built: manifests.Manifests, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from release.__main__ import main
+    from deploy.release.__main__ import main
 
     assert main(["--no-image", "--out", str(tmp_path)]) == 0
     v = built.version

@@ -15,7 +15,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-from release import manifests
+from deploy.release import manifests
 
 SERVER_ONLY = {"cryptography", "msgspec", "uvloop"}  # the webhook's and the certificate tool's
 

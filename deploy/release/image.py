@@ -8,7 +8,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from release.manifests import REPO
+from deploy.release.manifests import REPO
 
 IMAGE_SCRIPT = REPO / "tests/install/image.sh"
 

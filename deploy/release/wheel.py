@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from release.manifests import REPO
+from deploy.release.manifests import REPO
 
 DIST = "phalanx-kubectl"
 ENTRY = "controller.cli.__main__"
@@ -39,11 +39,25 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:``, whose imports the plugin never runs."""
+    nodes: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        nodes.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
 def _imported(name: str, path: Path) -> set[str]:
     """Every module name an import statement of ``path`` may mean (``from a import b``: a and a.b)."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

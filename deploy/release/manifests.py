@@ -19,7 +19,7 @@ import yaml
 
 from controller.cli.preflight import PIECES, Piece
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 Obj = dict[str, Any]
 

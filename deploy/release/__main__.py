@@ -1,4 +1,4 @@
-"""``python -m release`` (``make release``): every release artefact into ``dist/``.
+"""``python -m deploy.release`` (``make release``): every release artefact into ``dist/``.
 
 dist/phalanx-<v>.yaml                              the install (built-in certificates)
 dist/phalanx-<v>-cert-manager.yaml                 the install with cert-manager certificates
@@ -16,7 +16,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-from release import chart, image, manifests, wheel
+from deploy.release import chart, image, manifests, wheel
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from controller.cli.preflight import MIN_KUBERNETES, OWNER_LABEL, PIECES, Piece
-from release.manifests import Manifests, Obj, key
+from deploy.release.manifests import Manifests, Obj, key
 
 NAME = "phalanx"
 NAMESPACE = "phalanx-system"
@@ -38,7 +38,7 @@ def values(manifests: Manifests) -> str:
         f"  # {piece.group} ({piece.who})"
         for piece in PIECES
     )
-    return f"""# Where Phalanx runs: every namespaced object, the controller's identity the admission policies
+    return f"""# Where Phalanx runs: every namespaced object, the controller ServiceAccount the admission policies
 # name, and the namespaces the webhook skips.
 namespace:
   name: {NAMESPACE}
