@@ -38,7 +38,7 @@ def values(manifests: Manifests) -> str:
         f"  # {piece.group} ({piece.who})"
         for piece in PIECES
     )
-    return f"""# Where Phalanx runs: every namespaced object, the controller ServiceAccount the admission policies
+    return f"""# Where Phalanx runs: every namespaced object, the ServiceAccount the admission policies
 # name, and the namespaces the webhook skips.
 namespace:
   name: {NAMESPACE}
