@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import socket
 import ssl
 import tempfile
@@ -220,6 +222,55 @@ def test_a_restarted_webhook_serves_the_same_ca(install: Install) -> None:
     assert _injected_ca_bundles(install) == {ca}
     for pod in _pods(install, NAMESPACE, WEBHOOK):
         assert _served_certificate_verifies(pod["status"]["podIP"], ca)
+
+
+def test_a_gang_applied_while_a_webhook_replica_is_down_starts_whole(install: Install) -> None:
+    """One webhook replica frozen (SIGSTOP: it takes connections and never answers, as a hung
+    process does): the API server's calls to it time out and, with failurePolicy Fail, the pod is
+    refused and re-created by the Job controller until a call reaches the live replica. No member
+    escapes the gate, and the gang starts whole."""
+    webhooks = sorted(
+        (name, pid)
+        for name, pid in _container_processes(install, NAMESPACE).items()
+        if name.endswith("/webhook")
+    )
+    assert len(webhooks) == 2, webhooks
+    frozen_name, frozen_pid = webhooks[0]
+    namespace = _opted_in_namespace(install)
+    os.kill(frozen_pid, signal.SIGSTOP)
+    try:
+        _apply(install, namespace, job("one-down", parallelism=2, gpus=4))
+
+        def running_whole() -> bool:
+            pods = _pods(install, namespace, "job-name=one-down")
+            return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+
+        install.wait("the gang to run with one webhook replica down", running_whole, 300)
+        members = _pods(install, namespace, "job-name=one-down")
+        # Every member went through the live replica: linked to its gang and admitted by the
+        # controller (the admission record names them all), none bound around the gate.
+        assert {p["metadata"]["labels"].get("phalanx.io/pod-group") for p in members} == {"one-down"}
+
+        def podgroup_running() -> bool:
+            podgroup = install.cluster.kubectl_json(
+                "get", "podgroups.scheduling.sigs.k8s.io", "one-down", "-n", namespace
+            )
+            return bool(podgroup.get("status", {}).get("phase") == "Running")
+
+        install.wait("the PodGroup to say Running", podgroup_running, 60)
+        bypassed = install.kubectl(
+            "get", "events", "-n", namespace, "--field-selector", "reason=GateBypassed", "-o", "name"
+        )
+        assert bypassed == "", bypassed
+    finally:
+        os.kill(frozen_pid, signal.SIGCONT)
+    install.kubectl("delete", "job", "one-down", "-n", namespace, "--cascade=foreground", timeout=120)
+
+    def both_ready() -> bool:
+        pods = _pods(install, NAMESPACE, WEBHOOK)
+        return len(pods) == 2 and all(_ready(p) for p in pods)
+
+    install.wait(f"both webhook replicas ready again ({frozen_name} was frozen)", both_ready, 180)
 
 
 def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
