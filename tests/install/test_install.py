@@ -237,13 +237,23 @@ def test_a_gang_applied_while_a_webhook_replica_is_down_starts_whole(install: In
     assert len(webhooks) == 2, webhooks
     frozen_name, frozen_pid = webhooks[0]
     namespace = _opted_in_namespace(install)
+    frozen_ip = next(
+        p["status"]["podIP"]
+        for p in _pods(install, NAMESPACE, WEBHOOK)
+        if frozen_name.startswith(p["metadata"]["name"])
+    )
     os.kill(frozen_pid, signal.SIGSTOP)
     try:
-        _apply(install, namespace, job("one-down", parallelism=2, gpus=4))
+        # It is down for real: it takes the connection (the kernel does) and never finishes TLS.
+        with pytest.raises(OSError):
+            _served_certificate_verifies(frozen_ip, _tls_secret_ca(install))
+        # Four members and the Job: each call picks a replica through the Service, so some reach
+        # the frozen one (all five missing it is a 1-in-32 chance; the outcome must hold either way).
+        _apply(install, namespace, job("one-down", parallelism=4, gpus=2))
 
         def running_whole() -> bool:
             pods = _pods(install, namespace, "job-name=one-down")
-            return len(pods) == 2 and all(p["status"].get("phase") == "Running" for p in pods)
+            return len(pods) == 4 and all(p["status"].get("phase") == "Running" for p in pods)
 
         install.wait("the gang to run with one webhook replica down", running_whole, 300)
         members = _pods(install, namespace, "job-name=one-down")
