@@ -10,6 +10,11 @@ from typing import Any
 
 import pytest
 
+from tests.k8s_versions import (  # noqa: F401 (the k8s_versions marker's hooks)
+    pytest_collection_modifyitems,
+    pytest_report_header,
+    pytest_terminal_summary,
+)
 from tests.localcluster import LocalCluster, procs
 from tests.localcluster.fleet import FleetSpec, node_manifests
 from tests.localcluster.operators import Operators

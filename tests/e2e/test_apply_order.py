@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.conftest import NodePool
 from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, group_pods, n_bound, podgroup, set_pod_quota
@@ -20,6 +22,7 @@ def has_podgroup(cluster: LocalCluster, ns: str, name: str) -> bool:
     return found.returncode == 0
 
 
+@pytest.mark.k8s_versions("1.35")  # the v1alpha1 Workload and the pod's spec.workloadRef
 def test_workload_pods_applied_before_their_workload_wait_for_it(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:

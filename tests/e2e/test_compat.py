@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.conftest import NodePool
@@ -315,6 +316,7 @@ def test_kai_child_group_never_starts_alone(
     )
 
 
+@pytest.mark.k8s_versions("1.35")  # the v1alpha1 Workload and the pod's spec.workloadRef
 def test_native_workload_api(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:

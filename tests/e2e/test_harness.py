@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster, procs
+from tests.localcluster.versions import KubeRelease
 
 
 def _pod(name: str, gpus: int, gated: bool) -> dict[str, Any]:
@@ -111,23 +114,64 @@ def test_job_controller_creates_pods(cluster: LocalCluster, namespace: str) -> N
     assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"Job"}
 
 
+def _gang_template(k8s: KubeRelease, name: str, min_count: int) -> tuple[str, dict[str, Any]]:
+    """One gang podGroup of a Workload, in the release's own Workload API: (list field, entry)."""
+    gang = {"gang": {"minCount": min_count}}
+    if k8s.workload_api == "scheduling.k8s.io/v1alpha1":
+        return "podGroups", {"name": name, "policy": gang}
+    return "podGroupTemplates", {"name": name, "schedulingPolicy": gang}
+
+
 def test_workload_api_is_served(cluster: LocalCluster, namespace: str) -> None:
+    k8s = cluster.config.release
     resources = cluster.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name").stdout.split()
     assert "workloads.scheduling.k8s.io" in resources
+    field, template = _gang_template(k8s, "workers", 2)
     workload = {
-        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "apiVersion": k8s.workload_api,
         "kind": "Workload",
         "metadata": {"name": "train"},
-        "spec": {"podGroups": [{"name": "workers", "policy": {"gang": {"minCount": 2}}}]},
+        "spec": {field: [template]},
     }
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(workload))
-    got = _get(cluster, namespace, "workload.scheduling.k8s.io", "train")
-    assert got["spec"]["podGroups"][0]["policy"]["gang"]["minCount"] == 2
+    group, version = k8s.workload_api.split("/")
+    got = _get(cluster, namespace, f"workloads.{version}.{group}", "train")
+    assert got["apiVersion"] == k8s.workload_api
+    stored = got["spec"][field][0]
+    assert {key: stored[key] for key in template} == template
+
+
+def _native_gang_member(name: str, podgroup: str) -> dict[str, Any]:
+    pod = _pod(name, gpus=1, gated=False)
+    pod["spec"]["schedulingGroup"] = {"podGroupName": podgroup}
+    return pod
+
+
+@pytest.mark.k8s_versions("1.36", "1.37")
+def test_the_schedulers_own_gang_plugin_is_off(cluster: LocalCluster, namespace: str) -> None:
+    """Only Phalanx holds gangs here: 2 members of a native PodGroup of 3 are bound one by one, which
+    the scheduler's GangScheduling plugin (PreEnqueue until minCount pods exist) would not do."""
+    k8s = cluster.config.release
+    group = {
+        "apiVersion": k8s.workload_api,
+        "kind": "PodGroup",
+        "metadata": {"name": "three"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+    }
+    members = [_native_gang_member(f"member-{i}", "three") for i in range(2)]
+    cluster.apply_objects([group, *members], "-n", namespace)
+    stored = _get(cluster, namespace, "pod", "member-0")
+    assert stored["spec"]["schedulingGroup"] == {"podGroupName": "three"}
+    eventually(
+        lambda: all(_get(cluster, namespace, "pod", f"member-{i}")["spec"].get("nodeName") for i in range(2)),
+        30,
+        what="both members of the incomplete native gang bound by the stock scheduler",
+    )
 
 
 def test_version_and_loopback_only(cluster: LocalCluster) -> None:
     version = json.loads(cluster.kubectl("version", "-o", "json").stdout)["serverVersion"]
-    assert version["gitVersion"].startswith("v1.35.")
+    assert version["gitVersion"] == cluster.config.release.version
     pids = cluster.pids()
     assert {"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok-controller"} <= set(
         pids

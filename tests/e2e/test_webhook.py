@@ -137,7 +137,7 @@ def test_mpijob_templates_are_mutated(cluster: LocalCluster, phalanx: Phalanx, g
 @pytest.mark.parametrize(
     ("labels", "annotations", "spec", "group"),
     [
-        (
+        pytest.param(
             {
                 "pod-group.scheduling.sigs.k8s.io/name": "pg-a",
                 "pod-group.scheduling.sigs.k8s.io/min-available": "2",
@@ -145,20 +145,29 @@ def test_mpijob_templates_are_mutated(cluster: LocalCluster, phalanx: Phalanx, g
             {},
             {},
             "pg-a",
+            id="coscheduling-name",
         ),
-        ({"scheduling.x-k8s.io/pod-group": "pg-b"}, {}, {}, "pg-b"),
-        ({"pod-group.scheduling.sigs.k8s.io": "pg-c"}, {}, {}, "pg-c"),
-        ({}, {"scheduling.run.ai/pod-group": "pg-d"}, {}, "pg-d"),
-        ({}, {"scheduling.k8s.io/group-name": "pg-e"}, {}, "pg-e"),
-        ({}, {}, {"workloadRef": {"name": "train", "podGroup": "workers"}}, "train-workers"),
-        (
+        pytest.param({"scheduling.x-k8s.io/pod-group": "pg-b"}, {}, {}, "pg-b", id="scheduler-plugins"),
+        pytest.param({"pod-group.scheduling.sigs.k8s.io": "pg-c"}, {}, {}, "pg-c", id="acs"),
+        pytest.param({}, {"scheduling.run.ai/pod-group": "pg-d"}, {}, "pg-d", id="kai"),
+        pytest.param({}, {"scheduling.k8s.io/group-name": "pg-e"}, {}, "pg-e", id="volcano"),
+        pytest.param(
+            {},
+            {},
+            {"workloadRef": {"name": "train", "podGroup": "workers"}},
+            "train-workers",
+            id="workloadRef",
+            marks=pytest.mark.k8s_versions("1.35"),  # the pod field is gone from 1.36
+        ),
+        pytest.param(
             {},
             {},
             {"workloadRef": {"name": "train", "podGroup": "workers", "podGroupReplicaKey": "r1"}},
             "train-workers-r1",
+            id="replica-key",
+            marks=pytest.mark.k8s_versions("1.35"),
         ),
     ],
-    ids=["coscheduling-name", "scheduler-plugins", "acs", "kai", "volcano", "workloadRef", "replica-key"],
 )
 def test_every_group_link_form_is_gated_and_normalised(
     cluster: LocalCluster,

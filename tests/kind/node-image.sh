@@ -6,7 +6,8 @@
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-K8S_VERSION="${K8S_VERSION:-v1.35.4}"
+# The release kind-config.yaml names; passed on to build-binaries.sh.
+export K8S_VERSION="${K8S_VERSION:-v1.35.4}"
 KIND_VERSION="${KIND_VERSION:-v0.30.0}"
 CRICTL_VERSION="${CRICTL_VERSION:-v1.34.0}"
 CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"

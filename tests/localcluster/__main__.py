@@ -12,6 +12,7 @@ from tests.localcluster.cluster import ClusterConfig, LocalCluster, pki_dir
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.operators import stop_leftover_operators
 from tests.localcluster.phalanx import stop_leftovers
+from tests.localcluster.versions import ENV, release, supported
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,13 +24,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-nodes", type=int, default=2)
     parser.add_argument("--scheduler-qps", type=int, default=50)
     parser.add_argument(
+        "--k8s-version",
+        default=None,
+        help=f"the Kubernetes release: {supported()} or a minor (1.37); default: ${ENV}, else the default",
+    )
+    parser.add_argument(
+        "--scheduler-gang-plugin",
+        action="store_true",
+        help="also run kube-scheduler's own gang plugin (GangScheduling) beside Phalanx",
+    )
+    parser.add_argument(
         "--real-node",
         action="store_true",
         help="also run a real node (kubelet, containerd, kube-proxy); needs root, see docs/development.md",
     )
     args = parser.parse_args(argv)
+    try:
+        k8s = release(args.k8s_version)
+    except ValueError as err:
+        parser.error(str(err))
     if args.command == "build":
-        print(ensure_binaries())
+        print(ensure_binaries(k8s))
         return 0
     workdir = ClusterConfig().workdir
     fleet = FleetSpec(gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node, cpu_nodes=args.cpu_nodes)
@@ -38,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             name=args.name,
             workdir=workdir,
             fleet=fleet,
+            release=k8s,
+            gang_plugin=args.scheduler_gang_plugin,
             scheduler_qps=args.scheduler_qps,
             scheduler_burst=2 * args.scheduler_qps,
             extra_options=realnode.cluster_options() if args.real_node else {},

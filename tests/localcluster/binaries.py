@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.localcluster.versions import KubeRelease
+
 BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
 REQUIRED = (
     "kube-apiserver",
@@ -21,8 +23,8 @@ REQUIRED = (
 NODE_REQUIRED = ("kubelet", "kube-proxy", "phalanx-pause")
 
 
-def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
-    """Run the idempotent build script and return the directory holding every binary.
+def ensure_binaries(release: KubeRelease, quiet: bool = False, node: bool = False) -> Path:
+    """Run the idempotent build script for ``release`` and return the directory holding every binary.
 
     Warm, the script only checks the cache (well under a second); cold, it streams its progress
     to stderr so a half-hour build is never silent.
@@ -33,6 +35,7 @@ def ensure_binaries(quiet: bool = False, node: bool = False) -> Path:
     else:
         result = subprocess.run(
             ["bash", str(BUILD_SCRIPT), *(["--node"] if node else [])],
+            env={**os.environ, "K8S_VERSION": release.version},
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL if quiet else sys.stderr,
             text=True,

@@ -4,11 +4,14 @@
 # whose binaries are already cached is skipped, so a warm run takes well under a second.
 #
 #   tests/localcluster/build-binaries.sh            # build what is missing, print the bin dir
+#   K8S_VERSION=v1.37.2 tests/localcluster/build-binaries.sh   # another supported release
 #   PHALANX_CACHE=/somewhere tests/localcluster/build-binaries.sh
 #   tests/localcluster/build-binaries.sh --node     # also kubelet and kube-proxy (a real node)
 set -euo pipefail
 
-K8S_VERSION="${K8S_VERSION:-v1.35.4}"
+# The release: K8S_VERSION, else the local cluster's ($PHALANX_K8S_VERSION or its default).
+K8S_VERSION="${K8S_VERSION:-$(python3 "$(dirname "${BASH_SOURCE[0]}")/versions.py" current)}"
+[ -n "$K8S_VERSION" ] || exit 1
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"
@@ -76,6 +79,11 @@ build_kubernetes() {
     replaces="$replaces $m=>$staging_version"
   done
   godebug=$(grep -m1 '^godebug ' "$upstream_mod" || true)
+  # Each release names the Go it needs (1.37: go 1.26.0); say so before a long failing build.
+  local need_go; need_go=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$upstream_mod" | head -n 1)
+  if [ -n "$need_go" ] && [ "$(printf '%s\n%s\n' "$need_go" "$(go env GOVERSION | sed 's/^go//')" | sort -V | head -n 1)" != "$need_go" ]; then
+    die "Kubernetes $K8S_VERSION needs Go >= $need_go; $(go env GOVERSION) is installed"
+  fi
   make_module "$work" phalanx.local/k8s-build k8s.io/kubernetes "$K8S_VERSION" "$godebug" "$replaces"
   cat >"$work/tools.go" <<'GO'
 //go:build tools

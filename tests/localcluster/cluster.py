@@ -17,12 +17,9 @@ from tests.localcluster import procs
 from tests.localcluster.binaries import ensure_binaries
 from tests.localcluster.fleet import KWOK_NODE_ANNOTATION, FleetSpec, node_manifests
 from tests.localcluster.stages import stage_documents
+from tests.localcluster.versions import KubeRelease, release
 
 REPO = Path(__file__).resolve().parents[2]
-K8S_VERSION = "v1.35.4"
-# The 1.35 Workload API is served; the scheduler's own gang plugin (gate GangScheduling) is not on.
-FEATURE_GATES = "GenericWorkload=true"
-RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha1=true"
 
 
 def _log(message: str) -> None:
@@ -42,6 +39,10 @@ class ClusterConfig:
         default_factory=lambda: Path(os.environ.get("PHALANX_CLUSTER_DIR", REPO / ".local"))
     )
     fleet: FleetSpec = field(default_factory=FleetSpec)
+    # The Kubernetes release (PHALANX_K8S_VERSION, else the default); its Workload API is served.
+    release: KubeRelease = field(default_factory=release)
+    # The scheduler's own gang plugin (GangScheduling); off, so Phalanx alone holds gangs.
+    gang_plugin: bool = False
     scheduler_qps: int = 50  # kube-scheduler's own default; raise for throughput benchmarks
     scheduler_burst: int = 100
     # The Job controller's client rate (kube-controller-manager's --kube-api-qps); None: its default.
@@ -89,7 +90,7 @@ class LocalCluster:
     # ---- commands ------------------------------------------------------------------------------
     def _bin(self, name: str) -> str:
         if self.bin_dir is None:
-            self.bin_dir = ensure_binaries(quiet=True)
+            self.bin_dir = ensure_binaries(self.config.release, quiet=True)
         return str(self.bin_dir / name)
 
     def kubectl(
@@ -137,12 +138,29 @@ class LocalCluster:
         return result
 
     # ---- lifecycle -----------------------------------------------------------------------------
+    def _scheduler_config(self) -> dict[str, Any]:
+        """The cluster's kube-scheduler configuration (kwokctl adds the kubeconfig)."""
+        plugins = self.config.release.disabled_scheduler_plugins(self.config.gang_plugin)
+        profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
+        if plugins:
+            profile["plugins"] = {"multiPoint": {"disabled": [{"name": p} for p in plugins]}}
+        return {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            # With a configuration file, kube-scheduler ignores its --kube-api-qps/--kube-api-burst.
+            "clientConnection": {"qps": self.config.scheduler_qps, "burst": self.config.scheduler_burst},
+            "profiles": [profile],
+        }
+
     def _config_yaml(self) -> str:
         assert self.bin_dir is not None
         b = self.bin_dir
+        k8s = self.config.release
+        scheduler_config = self.config.workdir / "kube-scheduler.yaml"
+        scheduler_config.write_text(json.dumps(self._scheduler_config(), indent=2))
         options = {
             "runtime": "binary",
-            "kubeVersion": K8S_VERSION,
+            "kubeVersion": k8s.version,
             "kubeApiserverBinary": str(b / "kube-apiserver"),
             "kubeControllerManagerBinary": str(b / "kube-controller-manager"),
             "kubeSchedulerBinary": str(b / "kube-scheduler"),
@@ -153,19 +171,13 @@ class LocalCluster:
             "securePort": True,
             "kubeAuthorization": True,
             "kubeAdmission": True,
-            "kubeFeatureGates": FEATURE_GATES,
-            "kubeRuntimeConfig": RUNTIME_CONFIG,
+            "kubeFeatureGates": k8s.feature_gates(self.config.gang_plugin),
+            "kubeRuntimeConfig": k8s.runtime_config,
+            "kubeSchedulerConfig": str(scheduler_config),
             "nodeLeaseDurationSeconds": 40,
             **self.config.extra_options,
         }
         patches: list[dict[str, Any]] = [
-            {
-                "name": "kube-scheduler",
-                "extraArgs": [
-                    {"key": "kube-api-qps", "value": str(self.config.scheduler_qps)},
-                    {"key": "kube-api-burst", "value": str(self.config.scheduler_burst)},
-                ],
-            },
             {
                 "name": "etcd",
                 "extraArgs": [{"key": "unsafe-no-fsync", "value": "true"}],
@@ -206,13 +218,13 @@ class LocalCluster:
     def up(self) -> LocalCluster:
         """Start the cluster (replacing a stale one of the same name) and wait until it is usable."""
         started = time.monotonic()
-        self.bin_dir = ensure_binaries()
+        self.bin_dir = ensure_binaries(self.config.release)
         self.timings["binaries"] = time.monotonic() - started
         self.config.workdir.mkdir(parents=True, exist_ok=True)
         self.down(quiet=True)
         config_path = self.config.workdir / "kwokctl.yaml"
         config_path.write_text(self._config_yaml())
-        _log(f"starting control plane {K8S_VERSION} (logs: {self.logs_dir})")
+        _log(f"starting control plane {self.config.release.version} (logs: {self.logs_dir})")
         t0 = time.monotonic()
         try:
             self._kwokctl(
@@ -293,6 +305,16 @@ class LocalCluster:
     def pids(self) -> dict[str, int]:
         return procs.read_pids(self.cluster_dir / "pids")
 
+    def _started_bin_dir(self) -> Path | None:
+        """The binaries the running cluster was started from (maybe another release than the
+        one configured now): stopping it never builds anything."""
+        try:
+            config = json.loads((self.config.workdir / "kwokctl.yaml").read_text().split("\n---\n")[0])
+            bin_dir = Path(config["options"]["kubeApiserverBinary"]).parent
+        except (OSError, ValueError, KeyError):
+            return None
+        return bin_dir if (bin_dir / "kwokctl").is_file() else None
+
     def down(self, quiet: bool = False) -> None:
         """Stop every process of the cluster; logs stay in ``logs_dir`` (copied aside if deleted)."""
         pids = list(self.pids().values())
@@ -303,8 +325,10 @@ class LocalCluster:
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(self.logs_dir, keep, dirs_exist_ok=True)
         if self.bin_dir is None:
+            self.bin_dir = self._started_bin_dir()
+        if self.bin_dir is None:
             try:
-                self.bin_dir = ensure_binaries(quiet=True)
+                self.bin_dir = ensure_binaries(self.config.release, quiet=True)
             except RuntimeError:
                 self.bin_dir = None
         if self.bin_dir is not None:

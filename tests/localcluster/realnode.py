@@ -29,14 +29,13 @@ from urllib.parse import urlparse
 
 from tests.localcluster import procs
 from tests.localcluster.binaries import ensure_binaries
-from tests.localcluster.cluster import K8S_VERSION, LocalCluster
+from tests.localcluster.cluster import LocalCluster
 
 BRIDGE = "phalanx0"
 POD_SUBNET = "10.244.0.0/24"
 GATEWAY = "10.244.0.1"
 # The first address of kube-apiserver's default service range: the `kubernetes` Service.
 KUBERNETES_SERVICE_IP = "10.0.0.1"
-PAUSE_IMAGE = f"localhost/phalanx-pause:{K8S_VERSION}"
 CNI_BIN_DIR = Path("/usr/lib/cni")
 # kube-proxy's rules and the bridge are machine-wide: one real node per machine at a time.
 OWNER_FILE = Path("/run/phalanx-realnode.owner")
@@ -116,6 +115,11 @@ class RealNode:
         return self.dir / "containerd.sock"
 
     @property
+    def pause_image(self) -> str:
+        """The sandbox image, made locally from the pause binary (no registry serves one here)."""
+        return f"localhost/phalanx-pause:{self.cluster.config.release.version}"
+
+    @property
     def pid_dir(self) -> Path:
         return self.dir / "pids"
 
@@ -140,7 +144,7 @@ class RealNode:
         if missing:
             raise RuntimeError("cannot run a real node here: " + "; ".join(missing))
         started = time.monotonic()
-        self.bin_dir = ensure_binaries(node=True)
+        self.bin_dir = ensure_binaries(self.cluster.config.release, node=True)
         self._claim()
         self.down(quiet=True, release=False)
         for d in (self.dir, self.pid_dir, self.logs_dir, self.state_dir):
@@ -218,7 +222,7 @@ state = "{self.state_dir / "containerd"}"
 [grpc]
   address = "{self.socket}"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+  sandbox_image = "{self.pause_image}"
   # Lowering oom_score_adj needs CAP_SYS_RESOURCE, which this machine does not grant.
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -271,7 +275,7 @@ state = "{self.state_dir / "containerd"}"
         """A docker-archive holding the pause binary as the sandbox image (no registry needed)."""
         assert self.bin_dir is not None
         archive = self.dir / "pause.tar"
-        write_binary_image(self.bin_dir / "phalanx-pause", PAUSE_IMAGE, archive, "/pause", ["/pause"])
+        write_binary_image(self.bin_dir / "phalanx-pause", self.pause_image, archive, "/pause", ["/pause"])
         return archive
 
     def _start_kubelet(self) -> None:
@@ -388,7 +392,7 @@ state = "{self.state_dir / "containerd"}"
             procs.terminate([*_descendants(shim), shim], grace_seconds=2)
         if "kube-proxy" in pids:
             # Its iptables rules are machine-wide and outlive it.
-            bin_dir = self.bin_dir or ensure_binaries(quiet=True, node=True)
+            bin_dir = self.bin_dir or ensure_binaries(self.cluster.config.release, quiet=True, node=True)
             subprocess.run([str(bin_dir / "kube-proxy"), "--cleanup"], capture_output=True, check=False)
         if kubelet is not None or "kube-proxy" in pids:
             for table, command in KUBELET_IPTABLES_CLEANUP:
