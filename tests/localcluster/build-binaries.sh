@@ -14,19 +14,11 @@ K8S_VERSION="${K8S_VERSION:-$(python3 "$(dirname "${BASH_SOURCE[0]}")/versions.p
 [ -n "$K8S_VERSION" ] || exit 1
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
-CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"
+BUILD_NAME=build-binaries
+# shellcheck source=tests/localcluster/goenv.sh
+source "$(dirname "${BASH_SOURCE[0]}")/goenv.sh"
 BIN="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
-# Go's own caches live in the same place, so a CI machine that keeps $CACHE keeps them too.
-export GOMODCACHE="${GOMODCACHE:-$CACHE/go/mod}"
-export GOCACHE="${GOCACHE:-$CACHE/go/build}"
-export GOPATH="${GOPATH:-$CACHE/go/path}"
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-# Nothing but Go modules may be downloaded: no VCS fallback, no checksum-database surprises.
-export GONOSUMDB="" GOPRIVATE=""
 
-say() { printf '[build-binaries %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
 
 command -v go >/dev/null || die "Go is not installed (need Go >= 1.25 on PATH); it is only a build tool for the upstream components"
 go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')

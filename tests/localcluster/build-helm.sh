@@ -7,17 +7,11 @@
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.17.3}"
-CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"
+BUILD_NAME=build-helm
+# shellcheck source=tests/localcluster/goenv.sh
+source "$(dirname "${BASH_SOURCE[0]}")/goenv.sh"
 BIN="$CACHE/bin/helm-$HELM_VERSION"
-export GOMODCACHE="${GOMODCACHE:-$CACHE/go/mod}"
-export GOCACHE="${GOCACHE:-$CACHE/go/build}"
-export GOPATH="${GOPATH:-$CACHE/go/path}"
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-export GONOSUMDB="" GOPRIVATE=""
 
-say() { printf '[build-helm %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
 
 if [ -x "$BIN/helm" ]; then echo "$BIN/helm"; exit 0; fi
 command -v go >/dev/null || die "Go is not installed (a build tool only)"

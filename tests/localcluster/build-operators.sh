@@ -8,14 +8,10 @@
 # Prints one line per operator: "<name> <dir>" (the dir holds the binary and its manifests).
 set -euo pipefail
 
-CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"
+BUILD_NAME=build-operators
+# shellcheck source=tests/localcluster/goenv.sh
+source "$(dirname "${BASH_SOURCE[0]}")/goenv.sh"
 # The same Go caches as build-binaries.sh: the operators share most of their dependencies with it.
-export GOMODCACHE="${GOMODCACHE:-$CACHE/go/mod}"
-export GOCACHE="${GOCACHE:-$CACHE/go/build}"
-export GOPATH="${GOPATH:-$CACHE/go/path}"
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-export GONOSUMDB="" GOPRIVATE=""
 
 # name | module | version | main package (relative to the module) | manifests to copy (relative)
 OPERATORS=(
@@ -26,8 +22,6 @@ OPERATORS=(
   "trainer|github.com/kubeflow/trainer/v2|v2.0.0|cmd/trainer-controller-manager|manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml manifests/base/webhook/manifests.yaml manifests/base/runtimes/torch_distributed.yaml"
 )
 
-say() { printf '[build-operators %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
 
 command -v go >/dev/null || die "Go is not installed (need Go >= 1.25 on PATH)"
 mkdir -p "$GOMODCACHE" "$GOCACHE"

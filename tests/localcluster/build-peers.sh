@@ -12,14 +12,10 @@
 # script: its line says BLOCKED and $dir/../<name>.blocked records the exact error.
 set -uo pipefail
 
-CACHE="${PHALANX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/phalanx}"
+BUILD_NAME=build-peers
+# shellcheck source=tests/localcluster/goenv.sh
+source "$(dirname "${BASH_SOURCE[0]}")/goenv.sh"
 PEERS_BIN="$CACHE/bin/peers"
-export GOMODCACHE="${GOMODCACHE:-$CACHE/go/mod}"
-export GOCACHE="${GOCACHE:-$CACHE/go/build}"
-export GOPATH="${GOPATH:-$CACHE/go/path}"
-export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
-export GOPROXY="${GOPROXY:-https://proxy.golang.org}"
-export GONOSUMDB="" GOPRIVATE=""
 # The machine is shared: builds yield to everything else.
 NICE="nice -n ${PEERS_NICE:-10}"
 
@@ -28,7 +24,6 @@ KUEUE_VERSION="${KUEUE_VERSION:-v0.15.0}"
 VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
 KAI_VERSION="${KAI_VERSION:-v0.12.0}"
 
-say() { printf '[build-peers %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 
 command -v go >/dev/null || { say "ERROR: Go is not installed"; exit 1; }
 mkdir -p "$PEERS_BIN" "$GOMODCACHE" "$GOCACHE"
