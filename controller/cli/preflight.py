@@ -53,6 +53,11 @@ class Piece:
     helm_value: str  # the chart's toggle
     default: bool  # part of the default install (where nobody else serves the group)
     who: str  # the project whose group it is
+    # (CRD, version) where one of the piece's CRDs is read at another version than ``version``.
+    other_versions: tuple[tuple[str, str], ...] = ()
+
+    def version_of(self, crd: str) -> str:
+        return dict(self.other_versions).get(crd, self.version)
 
     def file(self, release: str) -> str:
         return f"phalanx-{release}-compat-{self.group}.yaml"
@@ -78,10 +83,11 @@ PIECES = (
     Piece(
         "scheduling.run.ai",
         ("podgroups.scheduling.run.ai", "queues.scheduling.run.ai"),
-        "v2",
+        "v2alpha2",  # the PodGroup version KAI stores and Phalanx reads (it serves v2 beside it)
         "compat.schedulingRunAi",
         default=False,
         who="NVIDIA KAI Scheduler",
+        other_versions=(("queues.scheduling.run.ai", "v2"),),
     ),
 )
 
@@ -190,12 +196,13 @@ def _version_finding(version: tuple[int, int] | None) -> Finding:
 
 def _schema_problems(crd: Crd, piece: Piece) -> list[str]:
     """What Phalanx writes that the other project's CRD cannot hold."""
-    if piece.version not in crd.served_versions:
+    version = piece.version_of(crd.name)
+    if version not in crd.served_versions:
         served = ", ".join(crd.served_versions) or "none"
-        return [f"it serves {served}, not {piece.version}, which Phalanx reads and writes"]
+        return [f"it serves {served}, not {version}, which Phalanx reads and writes"]
     if not crd.name.startswith("podgroups."):
         return []
-    status = (crd.schemas.get(piece.version, {}).get("properties") or {}).get("status") or {}
+    status = (crd.schemas.get(version, {}).get("properties") or {}).get("status") or {}
     problems = []
     phases = ((status.get("properties") or {}).get("phase") or {}).get("enum")
     if phases:
@@ -207,7 +214,7 @@ def _schema_problems(crd: Crd, piece: Piece) -> list[str]:
 
 def _dropped_status(crd: Crd, piece: Piece) -> list[str]:
     """Status fields Phalanx writes that the other CRD's schema prunes (kept: phase and counts)."""
-    status = (crd.schemas.get(piece.version, {}).get("properties") or {}).get("status") or {}
+    status = (crd.schemas.get(piece.version_of(crd.name), {}).get("properties") or {}).get("status") or {}
     if not crd.name.startswith("podgroups.") or status.get("x-kubernetes-preserve-unknown-fields"):
         return []
     known = status.get("properties") or {}

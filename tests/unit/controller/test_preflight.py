@@ -130,14 +130,25 @@ def test_kai_own_crds_are_a_conflict_not_a_block() -> None:
         "meta.helm.sh/release-name": "kai-scheduler",
         "meta.helm.sh/release-namespace": "kai-system",
     }
-    kai["spec"]["versions"][0]["name"] = "v2alpha2"
+    # KAI's own CRD serves v2alpha2 alone, the version Phalanx reads: one conflict, nothing it lacks.
+    kai["spec"]["versions"] = [v for v in kai["spec"]["versions"] if v["name"] == "v2alpha2"]
     verdict = decide((1, 35), [_crd(kai)], RELEASE)
     assert not verdict.blocked
     levels = _levels(verdict, "podgroups.scheduling.run.ai")
-    assert levels == [CONFLICT, CONFLICT]
+    assert levels == [CONFLICT]
     text = preflight.text(verdict)
     assert "Helm release kai-system/kai-scheduler" in text
     assert "phalanx-9.9.9-compat-scheduling.run.ai.yaml" not in verdict.apply
+
+
+def test_a_kai_crd_without_the_version_phalanx_reads_says_so() -> None:
+    kai = _load(OURS["podgroups.scheduling.run.ai"])
+    kai["metadata"]["labels"] = {}
+    kai["spec"]["versions"] = [v for v in kai["spec"]["versions"] if v["name"] == "v2"]
+    verdict = decide((1, 35), [_crd(kai)], RELEASE)
+    assert not verdict.blocked  # an optional group: Phalanx just does not read those objects
+    assert _levels(verdict, "podgroups.scheduling.run.ai") == [CONFLICT, CONFLICT]
+    assert "not v2alpha2" in preflight.text(verdict)
 
 
 def test_json_output_has_one_shape() -> None:
