@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from controller.cli.cluster import ClusterState
@@ -94,22 +95,29 @@ def _fix_data(fix: FreeOnNode | AddNodes | Remove, resource: str) -> dict[str, A
     }
 
 
+def _member_rows(
+    pods: Iterable[Pod], resource: str, admitted: Callable[[Pod], bool | None]
+) -> list[dict[str, Any]]:
+    """One row per member, by name: the same shape whether planned or read from the status."""
+    return [
+        {
+            "name": pod.name,
+            "state": _member_state(pod),
+            "node": pod.node_name,
+            resource: _gpus(pod, resource),
+            "admitted": admitted(pod),
+        }
+        for pod in sorted(pods, key=lambda pod: pod.name)
+    ]
+
+
 def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     view = state.views[key]
     explanation: Explanation = explain(state.snapshot, key, state.config)
     gang = explanation.gang
     podgroup = view.podgroup
     resource = state.config.gpu_resource
-    members = [
-        {
-            "name": pod.name,
-            "state": _member_state(pod),
-            "node": pod.node_name,
-            resource: _gpus(pod, resource),
-            "admitted": pod.uid in gang.admitted,
-        }
-        for pod in sorted(view.members, key=lambda pod: pod.name)
-    ]
+    members = _member_rows(view.members, resource, lambda pod: pod.uid in gang.admitted)
     notes = []
     if key in state.synthesized:
         notes.append("its PodGroup does not exist yet: shown as the controller would create it")
@@ -152,16 +160,7 @@ def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     record = state.store.podgroup(key)
     status = record.status if record is not None else {}
     resource = state.config.gpu_resource
-    members = [
-        {
-            "name": pod.name,
-            "state": _member_state(pod),
-            "node": pod.node_name,
-            resource: _gpus(pod, resource),
-            "admitted": None,
-        }
-        for pod in sorted(state.store.members(key), key=lambda pod: pod.name)
-    ]
+    members = _member_rows(state.store.members(key), resource, lambda pod: None)
     return {
         "gang": str(key),
         "source": PODGROUP_STATUS,
