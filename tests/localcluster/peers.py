@@ -21,6 +21,10 @@ gang: a ``batch/v1`` Job of ``size`` pods plus whatever the system needs beside 
   PodGroup (``minMember``) in the leaf queue, pods with the annotation ``pod-group-name``, the
   label ``kai.scheduler/queue`` and ``schedulerName: kai-scheduler``. KAI's podgrouper is not run:
   it would give every pod of a ``batch/v1`` Job a PodGroup of its own (see ``KaiSystem``).
+- ``native``: the stock kube-scheduler's own gang scheduling (Kubernetes 1.36 and later: the
+  ``GenericWorkload`` gate and its ``GangScheduling`` plugin, nothing installed beside them); a
+  native ``scheduling.k8s.io`` PodGroup (``schedulingPolicy.gang.minCount``) and the Job's pod
+  template linked to it with ``spec.schedulingGroup.podGroupName``.
 
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
 """
@@ -51,7 +55,9 @@ from tests.localcluster.stages import RUN_FOR_ANNOTATION
 
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
-PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai")
+PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai", "native")
+# Systems that are part of the control plane itself: nothing to build.
+BUILT_IN = ("native",)
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
@@ -140,6 +146,9 @@ def _read_yaml_docs(path: Path) -> list[JSON]:
 @dataclass
 class System:
     """One gang scheduler: install, start, express a gang, stop."""
+
+    # Settings of the cluster this system needs (ClusterConfig fields), e.g. the scheduler's gang plugin.
+    cluster_settings: ClassVar[dict[str, Any]] = {}
 
     name: str
     cluster: LocalCluster
@@ -810,6 +819,28 @@ class KaiSystem(System):
         return [group, body]
 
 
+class NativeGangSystem(System):
+    """The stock kube-scheduler's own gang scheduling: no process of its own, only the API."""
+
+    cluster_settings: ClassVar[dict[str, Any]] = {"gang_plugin": True}
+
+    def up(self) -> None:
+        release = self.cluster.config.release
+        if release.workload_api == "scheduling.k8s.io/v1alpha1":
+            raise RuntimeError(f"the native system needs Kubernetes 1.36 or later, not {release.version}")
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+        body = job(namespace, name, size, gpus, run_for)
+        body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": name}
+        group = {
+            "apiVersion": self.cluster.config.release.workload_api,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+        }
+        return [group, body]
+
+
 SYSTEMS: dict[str, type[System]] = {
     "phalanx": PhalanxSystem,
     "phalanx-reserve": PhalanxReservingSystem,
@@ -817,6 +848,7 @@ SYSTEMS: dict[str, type[System]] = {
     "kueue": KueueSystem,
     "volcano": VolcanoSystem,
     "kai": KaiSystem,
+    "native": NativeGangSystem,
 }
 
 
