@@ -64,8 +64,14 @@ class LeadershipLost(Exception):
 
 class Controller:
     def __init__(
-        self, settings: ControllerSettings, kube: Kube, clock: Callable[[], float] = time.time
+        self,
+        settings: ControllerSettings,
+        kube: Kube,
+        clock: Callable[[], float] = time.time,
+        lease_kube: Kube | None = None,
     ) -> None:
+        """``lease_kube``: the client leadership is renewed through; a connection of its own in the
+        process, so that a gang's hundreds of gate lifts never hold a renewal past its deadline."""
         self.settings = settings
         self.kube = kube
         self.clock = clock
@@ -100,7 +106,7 @@ class Controller:
             degraded_timeout=settings.degraded_gang_timeout_seconds,
         )
         self.elector = LeaderElector(
-            kube,
+            lease_kube or kube,
             settings.namespace,
             settings.lease_name,
             identity,
