@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from shared.jsonread import obj, text
+from shared.jsonread import obj, text, whole_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +65,12 @@ class PodGroupSpec:
         spec = obj(raw)
         resources = obj(spec.get("minResources"))
         return cls(
-            min_member=_int(spec.get("minMember")),
-            max_member=_int(spec.get("maxMember")),
+            min_member=whole_number(spec.get("minMember")),
+            max_member=whole_number(spec.get("maxMember")),
             min_resources={k: str(v) for k, v in resources.items() if isinstance(v, str | int | float)},
-            schedule_timeout_seconds=_int(spec.get("scheduleTimeoutSeconds")),
+            schedule_timeout_seconds=whole_number(spec.get("scheduleTimeoutSeconds")),
             priority_class_name=text(spec.get("priorityClassName")) or None,
-            priority=_int(spec.get("priority")),
+            priority=whole_number(spec.get("priority")),
             queue=text(spec.get("queue")) or None,
             parent_pod_group=text(spec.get("parentPodGroup")) or None,
         )
@@ -93,7 +93,7 @@ def subgroup_minimums(raw: Any) -> dict[str, int]:
     parents = {text(g.get("parent")) for g in groups}
     out: dict[str, int] = {}
     for group in groups:
-        name, minimum = text(group.get("name")), _int(group.get("minMember"))
+        name, minimum = text(group.get("name")), whole_number(group.get("minMember"))
         if name and name not in parents and minimum is not None and minimum >= 1:
             out[name] = minimum
     return out
@@ -112,15 +112,3 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
 )
 
-
-def _int(value: Any) -> int | None:
-    """An integer field; a whole float (YAML "3.0") or a digit string counts, a bool does not."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().removeprefix("-").isdigit():
-        return int(value)
-    return None

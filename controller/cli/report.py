@@ -322,7 +322,7 @@ def top_data(state: ClusterState, namespace: str | None) -> dict[str, list[dict[
     """Every gang (of ``namespace``, or all) in the planner's order with what it is doing, and every
     queue as the pass reports it (GPUs; queues are cluster-wide)."""
     planning = PlanningPass(state.snapshot, state.config)
-    order = list(planning.st.gangs)  # the pass's own order (queues, when there are any, re-rank it)
+    order = list(planning.state.gangs)  # the pass's own order (queues, when there are any, re-rank it)
     the_plan = planning.run()
     gangs = [
         _gang_row(state, position, gang, the_plan.for_gang(gang.key))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from controller.api import records
 from controller.api.admission_record import AdmissionRecord
-from controller.api.kube import JSON, ApiError, Kube, gather_limited
+from controller.api.kube import ApiError, Kube, gather_limited
 from controller.api.resources import JOBS, PODS
 from controller.api.store import Store
 from controller.core import messages as msg
@@ -23,6 +23,7 @@ from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
 from controller.pipeline.metrics import ROLLBACK_BIND_TIMEOUT, ControllerMetrics, queue_label
 from shared import constants
+from shared.jsonread import JsonObject
 
 log = logging.getLogger(__name__)
 # On a Job that Phalanx suspended to re-queue its gang whole (value: why, e.g. "preempted",
@@ -332,7 +333,7 @@ class Executor:
     async def resume_requeued_jobs(self) -> int:
         """Resume Jobs suspended to re-queue their gang once their pods are gone; returns how many
         still wait."""
-        jobs: dict[tuple[str, str], JSON] = {}
+        jobs: dict[tuple[str, str], JsonObject] = {}
         for selector in (REQUEUED_LABEL, f"{LEGACY_PREEMPTED_LABEL}=true"):
             found, _ = await self.kube.list(JOBS, label_selector=selector)
             for job in found:

@@ -19,6 +19,7 @@ from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
 from controller.core.state import is_live
 from shared import constants
 from shared.grouplink import opted_in
+from shared.jsonread import whole_number
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -38,20 +39,13 @@ class GangView:
     degraded_since: float | None = None
 
 
-def _int(value: object) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
-
-
 def member_annotation(members: Iterable[Pod], key: str) -> str | None:
     values = sorted({p.annotations[key] for p in members if key in p.annotations})
     return values[0] if values else None
 
 
 def _annotated_sizes(members: Iterable[Pod], key: str) -> list[int]:
-    return [v for p in members if (v := _int(p.annotations.get(key))) and v > 0]
+    return [v for p in members if (v := whole_number(p.annotations.get(key))) and v > 0]
 
 
 def spec_sizes(
@@ -101,7 +95,7 @@ def creatable(
         size = (
             live.size
             if live is not None
-            else _int(pod.annotations.get(constants.INFERRED_MIN_MEMBER_ANNOTATION))
+            else whole_number(pod.annotations.get(constants.INFERRED_MIN_MEMBER_ANNOTATION))
         )
         key: object = workload or pod.owner.uid
         previous = by_workload.get(key, 0)
@@ -147,7 +141,7 @@ def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
         record.annotations.get(constants.SCHEDULE_TIMEOUT_ANNOTATION),
         member_annotation(members, constants.SCHEDULE_TIMEOUT_ANNOTATION),
     ):
-        seconds = _int(value)
+        seconds = whole_number(value)
         if seconds and seconds > 0:
             return float(seconds)
     return None

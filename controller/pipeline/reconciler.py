@@ -70,7 +70,7 @@ class Reconciler:
         self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
         self.bypass = GateBypassDetector(events, metrics)
-        store.listeners.append(self.on_change)
+        store.subscribe(self.on_change)
 
     def on_change(self, key: GangKey | None) -> None:
         self.queue.add(key if key is not None else REPLAN)

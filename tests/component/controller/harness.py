@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 
 from controller.api import resources as r
-from controller.api.kube import JSON
 from controller.api.queue_feed import queue_sinks
 from controller.api.resources import ResourceType
 from controller.api.store import Store, sinks_for
@@ -27,6 +26,7 @@ from controller.pipeline.metrics import ControllerMetrics
 from controller.pipeline.reconciler import REPLAN, Reconciler
 from controller.pipeline.workqueue import WorkQueue
 from shared import constants as c
+from shared.jsonread import JsonObject
 from tests.component.controller.fake_kube import FakeKube, Write
 
 NS = "team"
@@ -67,7 +67,7 @@ class FakeClock:
 # ---- manifests ------------------------------------------------------------------------------------
 
 
-def node(name: str, gpus: int = 4) -> JSON:
+def node(name: str, gpus: int = 4) -> JsonObject:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -80,7 +80,7 @@ def node(name: str, gpus: int = 4) -> JSON:
     }
 
 
-def namespace(name: str = NS, opted_in: bool = True) -> JSON:
+def namespace(name: str = NS, opted_in: bool = True) -> JsonObject:
     labels = {c.OPT_IN_LABEL: c.OPT_IN_VALUE} if opted_in else {}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
@@ -96,7 +96,7 @@ def pod(
     annotations: Mapping[str, str] | None = None,
     node_name: str | None = None,
     phase: str = "Pending",
-) -> JSON:
+) -> JsonObject:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": ns,
@@ -119,12 +119,12 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
-def gang(n: int, group: str = "g", prefix: str | None = None, **kwargs: Any) -> list[JSON]:
+def gang(n: int, group: str = "g", prefix: str | None = None, **kwargs: Any) -> list[JsonObject]:
     kwargs.setdefault("min_member", n)
     return [pod(f"{prefix or group}-{i}", group, **kwargs) for i in range(n)]
 
 
-def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) -> JSON:
+def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) -> JsonObject:
     return {
         "apiVersion": r.PODGROUPS.api_version,
         "kind": "PodGroup",
@@ -133,7 +133,7 @@ def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) ->
     }
 
 
-def job(name: str = "train", parallelism: int = 5, uid: str = "job-uid") -> JSON:
+def job(name: str = "train", parallelism: int = 5, uid: str = "job-uid") -> JsonObject:
     """The Job the pods of ``pod()`` and ``gang()`` name as their owner (JOB)."""
     return {
         "apiVersion": "batch/v1",
@@ -147,14 +147,14 @@ def admission_annotation(at: float, placement: Mapping[str, str | None]) -> dict
     return {c.ADMISSION_ANNOTATION: orjson.dumps({"at": at, "placement": dict(placement)}).decode()}
 
 
-def gates_of(obj: JSON | None) -> list[str]:
+def gates_of(obj: JsonObject | None) -> list[str]:
     return [g["name"] for g in ((obj or {}).get("spec") or {}).get("schedulingGates") or []]
 
 
 def bind(kube: FakeKube, name: str, node_name: str, ns: str = NS, phase: str = "Pending") -> None:
     """What the scheduler (and kubelet) do to a pod."""
 
-    def change(obj: JSON) -> None:
+    def change(obj: JsonObject) -> None:
         obj["spec"]["nodeName"] = node_name
         obj["status"]["phase"] = phase
 
@@ -223,7 +223,7 @@ class Harness:
     def writes_since(self, mark: int) -> list[Write]:
         return self.kube.writes[mark:]
 
-    def pod(self, name: str) -> JSON | None:
+    def pod(self, name: str) -> JsonObject | None:
         return self.kube.obj(r.PODS, NS, name)
 
     def pin(self, name: str) -> str | None:
@@ -240,7 +240,7 @@ class Harness:
             pins.add(named[-1][0])
         return pins.pop() if len(pins) == 1 else None
 
-    def pg(self, name: str = "g") -> JSON | None:
+    def pg(self, name: str = "g") -> JsonObject | None:
         return self.kube.obj(r.PODGROUPS, NS, name)
 
     def event_reasons(self) -> list[str]:
