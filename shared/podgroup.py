@@ -1,14 +1,17 @@
-"""The PodGroup spec: one typed model for the CRD generator (deploy/crdgen.py), the controller that
-reads PodGroups and the PodGroups Phalanx makes.
+"""The PodGroup on the wire: one typed model of its spec and its status, for the CRD generator
+(deploy/crdgen.py), the controller that reads PodGroups and writes their status, and the PodGroups
+Phalanx makes.
 
 Each field says its wire name, its bounds and what it means; the CRD schema is generated from
-that, and the controller reads the same fields through ``PodGroupSpec.from_json``. Pure: no I/O.
+that, the controller reads the same fields through ``PodGroupSpec.from_json`` and
+``PodGroupStatus.from_json`` and writes a status through ``PodGroupStatus.to_json``. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
 from shared.jsonread import obj, text, whole_number
@@ -21,10 +24,14 @@ class SpecField:
     wire: str  # the field's name in the API (camelCase)
     description: str
     minimum: int | None = None
+    date_time: bool = False  # a string holding an RFC 3339 time
+    written: bool = True  # (status) Phalanx writes it; one it does not write is left as it is
 
 
-def _about(wire: str, description: str, minimum: int | None = None) -> dict[str, SpecField]:
-    return {"about": SpecField(wire, description, minimum)}
+def _about(
+    wire: str, description: str, minimum: int | None = None, date_time: bool = False, written: bool = True
+) -> dict[str, SpecField]:
+    return {"about": SpecField(wire, description, minimum, date_time, written)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,3 +119,141 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
     ),
 )
 
+
+
+# ---- status ----------------------------------------------------------------------------------------
+
+
+class Phase(StrEnum):
+    """``status.phase``: where the gang is, as a person reads it."""
+
+    PENDING = "Pending"  # not admitted: waiting for members, room, its queue or siblings
+    SCHEDULING = "Scheduling"  # admitted: gates lifted, members binding
+    SCHEDULED = "Scheduled"  # admitted: at least minMember members bound to nodes
+    RUNNING = "Running"  # admitted: at least minMember members running (or done)
+    FINISHED = "Finished"  # at least minMember members succeeded and none runs
+    FAILED = "Failed"  # an invalid spec, a passed schedule timeout, or members failed beyond repair
+    UNKNOWN = "Unknown"
+
+
+# Phases in which a gang holds an admission: losing it starts a new wait.
+ADMITTED_PHASES = frozenset({Phase.SCHEDULING, Phase.SCHEDULED, Phase.RUNNING})
+
+
+class ConditionType(StrEnum):
+    """The condition types Phalanx writes. Others on a PodGroup (a user's, another controller's)
+    are left as they are."""
+
+    ADMITTED = "Admitted"  # True while the gang holds an admission
+    DEGRADED = "Degraded"  # True while an admitted gang runs below minMember
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A metav1.Condition Phalanx writes."""
+
+    type: ConditionType
+    status: bool
+    reason: str
+    message: str
+    last_transition_time: str  # RFC 3339
+    observed_generation: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type.value,
+            "status": "True" if self.status else "False",
+            "reason": self.reason,
+            "message": self.message,
+            "lastTransitionTime": self.last_transition_time,
+            "observedGeneration": self.observed_generation,
+        }
+
+
+def _count(wire: str, description: str) -> Any:
+    return field(default=0, metadata=_about(wire, description, 0))
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupStatus:
+    """``status`` of a PodGroup, of any of the kinds Phalanx serves."""
+
+    phase: Phase | None = field(default=None, metadata=_about("phase", "Where the gang is."))
+    members: int = _count("members", "Member pods that exist and are not terminating.")
+    gated: int = _count("gated", "Of those, members still waiting at the gate.")
+    scheduled: int = _count("scheduled", "Of those, members bound to a node and not finished.")
+    running: int = _count("running", "Of those, members running.")
+    succeeded: int = _count("succeeded", "Members that succeeded.")
+    failed: int = _count("failed", "Members that failed.")
+    schedule_start_time: str | None = field(
+        default=None,
+        metadata=_about(
+            "scheduleStartTime",
+            "Start of the gang's current wait (its oldest member's creation, or when it "
+            "lost its admission); schedule timeouts count from here.",
+            date_time=True,
+        ),
+    )
+    admitted_time: str | None = field(
+        default=None,
+        metadata=_about("admittedTime", "When the gang's gates were lifted.", date_time=True),
+    )
+    occupied_by: str | None = field(
+        default=None,
+        metadata=_about("occupiedBy", "Owner of the pods (Coscheduling compatibility).", written=False),
+    )
+    reason: str | None = field(
+        default=None, metadata=_about("reason", "Reason of the condition that explains the phase.")
+    )
+    message: str | None = field(
+        default=None, metadata=_about("message", "Message of that condition: what is missing.")
+    )
+    # Phalanx's own conditions and everyone else's, each as it is on the wire.
+    conditions: tuple[Mapping[str, Any], ...] = field(
+        default=(), metadata=_about("conditions", "The gang's conditions (Admitted, Degraded) and others'.")
+    )
+
+    @classmethod
+    def from_json(cls, raw: Any) -> PodGroupStatus:
+        """The status as stored; a value of the wrong type reads as absent."""
+        status = obj(raw)
+        phase = text(status.get("phase"))
+        counts = {
+            f.name: max(whole_number(status.get(f.metadata["about"].wire)) or 0, 0)
+            for f in fields(cls)
+            if f.type == "int"
+        }
+        return cls(
+            phase=Phase(phase) if phase in Phase.__members__.values() else None,
+            **counts,
+            schedule_start_time=text(status.get("scheduleStartTime")) or None,
+            admitted_time=text(status.get("admittedTime")) or None,
+            occupied_by=text(status.get("occupiedBy")) or None,
+            reason=text(status.get("reason")) or None,
+            message=text(status.get("message")) or None,
+            conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, Mapping)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field Phalanx writes, by its wire name. None is kept on purpose: written as a merge
+        patch, it removes a stale value (an admittedTime after a rollback)."""
+        out: dict[str, Any] = {}
+        for status_field in fields(self):
+            about: SpecField = status_field.metadata["about"]
+            if not about.written:
+                continue
+            value = getattr(self, status_field.name)
+            if isinstance(value, Phase):
+                value = value.value
+            elif isinstance(value, tuple):
+                value = [dict(c) for c in value]
+            out[about.wire] = value
+        return out
+
+    def condition(self, kind: ConditionType) -> Mapping[str, Any] | None:
+        return next((c for c in self.conditions if c.get("type") == kind.value), None)
+
+
+def status_fields() -> list[tuple[SpecField, Any]]:
+    """Every status field's schema facts and its Python type, in declaration order (for crdgen)."""
+    return [(f.metadata["about"], f.type) for f in fields(PodGroupStatus)]

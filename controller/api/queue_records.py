@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api.resources import QUEUES, QUEUES_KAI, ResourceType
-from controller.core.model import Pod, Queue, QueueGrant, QueueResource
+from controller.core import Pod, Queue, QueueGrant, QueueResource
 from shared import constants
 from shared.jsonread import JsonObject
 from shared.quantities import QuantityError, to_int

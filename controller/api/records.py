@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.api.resources import ResourceType
-from controller.core.model import (
+from controller.core import (
     NODE_NAME_FIELD,
     GangKey,
     Node,
@@ -22,8 +22,9 @@ from controller.core.model import (
     Requirement,
     Taint,
     Toleration,
+    effective_requests,
 )
-from controller.core.requests import effective_requests
+from controller.core import messages as msg
 from shared import constants, grouplink
 from shared.jsonread import (
     annotations_of,
@@ -126,19 +127,16 @@ def pinned_node_terms(pod: Pod, node: str) -> list[dict[str, Any]]:
 
 
 def _unmodelled(affinity: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-    reasons = []
-    for kind, label in (
-        ("podAffinity", "inter-pod affinity"),
-        ("podAntiAffinity", "inter-pod anti-affinity"),
-    ):
-        if get_in(affinity, kind, "requiredDuringSchedulingIgnoredDuringExecution"):
-            reasons.append(label)
-    if any(
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    spread = any(
         isinstance(t, Mapping) and t.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
         for t in items(spec.get("topologySpreadConstraints"))
-    ):
-        reasons.append("topology spread")
-    return " and ".join(reasons) or None
+    )
+    return msg.unmodelled(
+        bool(get_in(affinity, "podAffinity", required)),
+        bool(get_in(affinity, "podAntiAffinity", required)),
+        spread,
+    )
 
 
 def owner_of(meta: Mapping[str, Any]) -> OwnerRef | None:

@@ -27,7 +27,7 @@ from controller.api.records import (
     gang_key_of,
 )
 from controller.api.resources import PODGROUP_TYPES, ResourceType
-from controller.core.model import GangKey, Node, Pod
+from controller.core import GangKey, Node, Pod
 from shared import constants, grouplink
 from shared.jsonread import JsonObject, metadata_of, name_of, namespace_of, obj, uid_of
 

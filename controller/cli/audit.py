@@ -17,9 +17,7 @@ from typing import Any
 from controller.api import records
 from controller.cli.cluster import ClusterState
 from controller.cli.render import table
-from controller.core.model import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait
-from controller.core.planner import plan
-from controller.core.whatif import without
+from controller.core import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait, plan, without
 from controller.pipeline import gangs
 from controller.pipeline.podgroups import declared_size, waiting_message
 from shared import constants

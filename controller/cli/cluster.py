@@ -17,13 +17,12 @@ from controller.api.kube import ApiError, Kube
 from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
 from controller.cli import planner_settings
-from controller.core.config import PlannerConfig
-from controller.core.model import GangKey, Snapshot
+from controller.core import GangKey, PlannerConfig, Snapshot
 from controller.pipeline import gangs
 from controller.pipeline.gangs import GangView
 from controller.pipeline.podgroups import PodGroupFactory, waiting_message
-from controller.runtime.app import WATCHED, informer_sinks, planner_config
 from controller.runtime.config import ControllerSettings
+from controller.runtime.wiring import WATCHED, informer_sinks, planner_config
 from shared import constants
 from shared.jsonread import JsonObject
 from shared.workloads import KINDS

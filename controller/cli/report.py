@@ -8,12 +8,27 @@ from typing import Any
 from controller.cli.cluster import ClusterState
 from controller.cli.planner_settings import SettingsUsed
 from controller.cli.render import duration, table
-from controller.core.model import Decision, Gang, GangKey, Plan, Pod, Preempt, Reject, Short, Wait
-from controller.core.planner import PlanningPass
-from controller.core.state import is_live
-from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain
+from controller.core import (
+    AddNodes,
+    Decision,
+    Explanation,
+    FreeOnNode,
+    Gang,
+    GangKey,
+    Plan,
+    PlanningPass,
+    Pod,
+    Preempt,
+    Reject,
+    Remove,
+    Short,
+    Wait,
+    explain,
+    is_live,
+)
 from controller.pipeline import status
 from controller.pipeline.gangs import GangView
+from shared.podgroup import Phase
 from shared.quantities import format_amount
 
 # ---- shared ------------------------------------------------------------------------------------
@@ -383,7 +398,7 @@ def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision
     """One line of ``top``: the gang's status as the controller would write it after this pass."""
     view = state.views[gang.key]
     wanted = status.desired(view, decision, state.now)
-    admitted = wanted["phase"] not in ("Pending", "Failed")
+    admitted = wanted.phase not in (Phase.PENDING, Phase.FAILED)
     return {
         "order": position,
         "namespace": gang.key.namespace,
@@ -392,11 +407,11 @@ def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision
         "priority": gang.priority,
         "size": str(gang.min_member) + (f"-{gang.max_member}" if gang.max_member else ""),
         "members": sum(1 for pod in view.members if is_live(pod)),
-        "state": wanted["phase"],
-        "reason": wanted["reason"],
+        "state": wanted.phase and wanted.phase.value,
+        "reason": wanted.reason,
         "waitingSeconds": None if admitted else round(state.now - gang.wait_start),
         "gpusHeld": gpus_held(view, state.config.gpu_resource),
-        "message": wanted["message"],
+        "message": wanted.message,
     }
 
 

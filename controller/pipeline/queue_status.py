@@ -12,8 +12,7 @@ from typing import Any
 
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Store
-from controller.core.model import Decision, Plan, Preempt, Queue, QueueReport
-from controller.core.queues import QueueTree
+from controller.core import Decision, Plan, Preempt, Queue, QueueReport, QueueTree
 from controller.pipeline.metrics import ControllerMetrics
 from shared import constants
 from shared.quantities import base_units, format_amount

@@ -1,30 +1,27 @@
 """Manifest builders, a fake clock, and a harness that wires the real shell to a FakeKube.
 
-The harness wires Store, WorkQueue, EventRecorder, Executor and Reconciler exactly as
+The harness builds the controller's parts with ``controller.runtime.wiring.wire``, as
 ``controller.runtime.app.Controller`` does, but with a fake clock and with the informers replaced by
-``sync()``: it delivers the fake's watch events to the store on demand, so a test decides when the
-controller's view catches up with what it wrote.
+``sync()``: it delivers the fake's watch events through the same sinks on demand, so a test decides
+when the controller's view catches up with what it wrote.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from controller.api import resources as r
-from controller.api.queue_feed import queue_sinks
 from controller.api.resources import ResourceType
-from controller.api.store import Store, sinks_for
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
-from controller.pipeline.events import EventRecorder
-from controller.pipeline.executor import Executor
-from controller.pipeline.metrics import ControllerMetrics
-from controller.pipeline.reconciler import REPLAN, Reconciler
+from controller.pipeline.reconciler import REPLAN
 from controller.pipeline.workqueue import WorkQueue
+from controller.runtime.config import ControllerSettings
+from controller.runtime.wiring import WATCHED, wire
 from shared import constants as c
 from shared.jsonread import JsonObject
 from tests.component.controller.fake_kube import FakeKube, Write
@@ -32,17 +29,7 @@ from tests.component.controller.fake_kube import FakeKube, Write
 NS = "team"
 KEY = GangKey(NS, "g")
 T0 = 1_700_000_000.0
-ALL_TYPES = (
-    r.NODES,
-    r.NAMESPACES,
-    r.PODS,
-    r.PRIORITY_CLASSES,
-    r.PDBS,
-    r.WORKLOADS,
-    *r.PODGROUP_TYPES,
-    *r.QUEUE_TYPES,
-    *r.SIZED_WORKLOAD_TYPES,
-)
+ALL_TYPES = tuple(WATCHED)
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
 
 
@@ -169,31 +156,32 @@ class Harness:
         self,
         bind_timeout: float = 60.0,
         planner: PlannerConfig | None = None,
-        timeout_action: str = "report",
+        timeout_action: Literal["report", "release"] = "report",
         degraded_timeout: float = 300.0,
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
-        self.store = Store()
-        self.metrics = ControllerMetrics()
-        self.queue = WorkQueue(self.clock, settle=0)
-        self.events = EventRecorder(self.kube, self.clock, "test")
-        self.executor = Executor(self.kube, self.store, self.events, self.metrics, self.clock)
-        self.reconciler = Reconciler(
-            self.kube,
-            self.store,
-            self.queue,
-            self.executor,
-            self.events,
-            self.metrics,
-            planner or PlannerConfig(starvation_age_seconds=None),
-            self.clock,
-            bind_timeout=bind_timeout,
-            timeout_action=timeout_action,
-            degraded_timeout=degraded_timeout,
+        settings = ControllerSettings(
+            identity="test",
+            bind_timeout_seconds=bind_timeout,
+            schedule_timeout_action=timeout_action,
+            degraded_gang_timeout_seconds=degraded_timeout,
         )
-        self.sinks = sinks_for(self.store, r.PODGROUP_TYPES)
-        self.sinks.update(queue_sinks(self.store, r.QUEUE_TYPES, self.sinks[str(r.NAMESPACES)]))
+        parts = wire(
+            settings,
+            self.kube,
+            self.clock,
+            WorkQueue(self.clock, settle=0),
+            planner=planner or PlannerConfig(starvation_age_seconds=None),
+            background_events=False,
+        )
+        self.store = parts.store
+        self.metrics = parts.metrics
+        self.queue = parts.queue
+        self.events = parts.events
+        self.executor = parts.executor
+        self.reconciler = parts.reconciler
+        self.sinks = parts.sinks
         self._cursor: dict[ResourceType, int] = dict.fromkeys(ALL_TYPES, 0)
 
     def cluster(self, nodes: int = 2, gpus: int = 4, opted_in: bool = True) -> None:
