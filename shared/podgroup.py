@@ -15,23 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from shared.jsonread import obj, text, whole_number
-
-
-@dataclass(frozen=True, slots=True)
-class SpecField:
-    """What the CRD schema says about one field."""
-
-    wire: str  # the field's name in the API (camelCase)
-    description: str
-    minimum: int | None = None
-    date_time: bool = False  # a string holding an RFC 3339 time
-    written: bool = True  # (status) Phalanx writes it; one it does not write is left as it is
-
-
-def _about(
-    wire: str, description: str, minimum: int | None = None, date_time: bool = False, written: bool = True
-) -> dict[str, SpecField]:
-    return {"about": SpecField(wire, description, minimum, date_time, written)}
+from shared.wirefield import SpecField, about, described
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,30 +23,30 @@ class PodGroupSpec:
     """``spec`` of a PodGroup, of any of the kinds Phalanx serves (they share these fields)."""
 
     min_member: int | None = field(
-        default=None, metadata=_about("minMember", "Pods that must fit together before any starts.", 1)
+        default=None, metadata=about("minMember", "Pods that must fit together before any starts.", 1)
     )
     max_member: int | None = field(
-        default=None, metadata=_about("maxMember", "Upper bound of an elastic gang (KAI).", 1)
+        default=None, metadata=about("maxMember", "Upper bound of an elastic gang (KAI).", 1)
     )
     # Quantities as written ("8", "64Gi"); the controller parses them into its units.
     min_resources: Mapping[str, str] = field(
         default_factory=dict,
-        metadata=_about("minResources", "Resources the whole gang needs (Coscheduling)."),
+        metadata=about("minResources", "Resources the whole gang needs (Coscheduling).", quantity=True),
     )
     schedule_timeout_seconds: int | None = field(
         default=None,
-        metadata=_about(
+        metadata=about(
             "scheduleTimeoutSeconds", "How long the gang may wait for a placement before it is given up.", 1
         ),
     )
     priority_class_name: str | None = field(
-        default=None, metadata=_about("priorityClassName", "PriorityClass whose value orders gangs.")
+        default=None, metadata=about("priorityClassName", "PriorityClass whose value orders gangs.")
     )
-    priority: int | None = field(default=None, metadata=_about("priority", "Explicit priority (KAI style)."))
-    queue: str | None = field(default=None, metadata=_about("queue", "Queue name (KAI style)."))
+    priority: int | None = field(default=None, metadata=about("priority", "Explicit priority (KAI style)."))
+    queue: str | None = field(default=None, metadata=about("queue", "Queue name (KAI style)."))
     parent_pod_group: str | None = field(
         default=None,
-        metadata=_about("parentPodGroup", "Parent group of a hierarchical gang (KAI style)."),
+        metadata=about("parentPodGroup", "Parent group of a hierarchical gang (KAI style)."),
     )
 
     @classmethod
@@ -106,9 +90,9 @@ def subgroup_minimums(raw: Any) -> dict[str, int]:
     return out
 
 
-def spec_fields() -> list[tuple[SpecField, Any]]:
+def spec_fields() -> list[tuple[SpecField, str]]:
     """Every field's schema facts and its Python type, in declaration order (for crdgen)."""
-    return [(f.metadata["about"], f.type) for f in fields(PodGroupSpec)]
+    return described(PodGroupSpec)
 
 
 # The rules the API server checks beside the schema (CEL), with the message a user sees.
@@ -118,7 +102,6 @@ CROSS_FIELD_RULES: tuple[tuple[str, str], ...] = (
         "maxMember must be greater than or equal to minMember",
     ),
 )
-
 
 
 # ---- status ----------------------------------------------------------------------------------------
@@ -133,7 +116,7 @@ class Phase(StrEnum):
     RUNNING = "Running"  # admitted: at least minMember members running (or done)
     FINISHED = "Finished"  # at least minMember members succeeded and none runs
     FAILED = "Failed"  # an invalid spec, a passed schedule timeout, or members failed beyond repair
-    UNKNOWN = "Unknown"
+    UNKNOWN = "Unknown"  # never written by Phalanx; the CRD accepts it from other tools
 
 
 # Phases in which a gang holds an admission: losing it starts a new wait.
@@ -171,14 +154,14 @@ class Condition:
 
 
 def _count(wire: str, description: str) -> Any:
-    return field(default=0, metadata=_about(wire, description, 0))
+    return field(default=0, metadata=about(wire, description, 0))
 
 
 @dataclass(frozen=True, slots=True)
 class PodGroupStatus:
     """``status`` of a PodGroup, of any of the kinds Phalanx serves."""
 
-    phase: Phase | None = field(default=None, metadata=_about("phase", "Where the gang is."))
+    phase: Phase | None = field(default=None, metadata=about("phase", "Where the gang is."))
     members: int = _count("members", "Member pods that exist and are not terminating.")
     gated: int = _count("gated", "Of those, members still waiting at the gate.")
     scheduled: int = _count("scheduled", "Of those, members bound to a node and not finished.")
@@ -187,7 +170,7 @@ class PodGroupStatus:
     failed: int = _count("failed", "Members that failed.")
     schedule_start_time: str | None = field(
         default=None,
-        metadata=_about(
+        metadata=about(
             "scheduleStartTime",
             "Start of the gang's current wait (its oldest member's creation, or when it "
             "lost its admission); schedule timeouts count from here.",
@@ -196,21 +179,21 @@ class PodGroupStatus:
     )
     admitted_time: str | None = field(
         default=None,
-        metadata=_about("admittedTime", "When the gang's gates were lifted.", date_time=True),
+        metadata=about("admittedTime", "When the gang's gates were lifted.", date_time=True),
     )
     occupied_by: str | None = field(
         default=None,
-        metadata=_about("occupiedBy", "Owner of the pods (Coscheduling compatibility).", written=False),
+        metadata=about("occupiedBy", "Owner of the pods (Coscheduling compatibility).", written=False),
     )
     reason: str | None = field(
-        default=None, metadata=_about("reason", "Reason of the condition that explains the phase.")
+        default=None, metadata=about("reason", "Reason of the condition that explains the phase.")
     )
     message: str | None = field(
-        default=None, metadata=_about("message", "Message of that condition: what is missing.")
+        default=None, metadata=about("message", "Message of that condition: what is missing.")
     )
     # Phalanx's own conditions and everyone else's, each as it is on the wire.
     conditions: tuple[Mapping[str, Any], ...] = field(
-        default=(), metadata=_about("conditions", "The gang's conditions (Admitted, Degraded) and others'.")
+        default=(), metadata=about("conditions", "The gang's conditions (Admitted, Degraded) and others'.")
     )
 
     @classmethod
@@ -254,6 +237,6 @@ class PodGroupStatus:
         return next((c for c in self.conditions if c.get("type") == kind.value), None)
 
 
-def status_fields() -> list[tuple[SpecField, Any]]:
+def status_fields() -> list[tuple[SpecField, str]]:
     """Every status field's schema facts and its Python type, in declaration order (for crdgen)."""
-    return [(f.metadata["about"], f.type) for f in fields(PodGroupStatus)]
+    return described(PodGroupStatus)

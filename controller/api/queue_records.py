@@ -26,8 +26,9 @@ from typing import Any
 from controller.api.resources import QUEUES, QUEUES_KAI, ResourceType
 from controller.core import Pod, Queue, QueueGrant, QueueResource
 from shared import constants
-from shared.jsonread import JsonObject
+from shared.jsonread import JsonObject, name_of
 from shared.quantities import QuantityError, to_int
+from shared.queue import QueueSpec
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +53,23 @@ def _weight(value: object) -> float:
 
 
 def phalanx_queue(raw: JsonObject) -> QueueRecord:
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    name = str(meta.get("name", ""))
+    name = name_of(raw)
+    spec = QueueSpec.from_json(raw.get("spec"))
     resources: dict[str, QueueResource] = {}
     problems = []
-    for resource, given in (spec.get("resources") or {}).items():
-        body = given or {}
+    for resource, given in spec.resources.items():
         try:
-            quota = to_int(resource, body.get("quota", 0))
-            limit_raw = body.get("limit")
-            limit = None if limit_raw is None else to_int(resource, limit_raw)
+            quota = to_int(resource, given.quota or 0)
+            limit = None if given.limit is None else to_int(resource, given.limit)
         except (QuantityError, ValueError) as err:
             problems.append(f"{resource}: {err}")
             continue
-        resources[str(resource)] = QueueResource(
+        resources[resource] = QueueResource(
             max(0, quota),
             None if limit is None or limit < 0 else limit,
-            _weight(body.get("overQuotaWeight", 1)),
+            _weight(given.over_quota_weight),
         )
-    queue = Queue(name, str(spec.get("parent") or "") or None, resources)
+    queue = Queue(name, spec.parent, resources)
     return QueueRecord(QUEUES, name, queue, dict(raw.get("status") or {}), "; ".join(problems) or None)
 
 

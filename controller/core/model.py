@@ -261,9 +261,10 @@ class Reason(StrEnum):
     QUEUE_NOT_ALLOWED = "QueueNotAllowed"  # names a queue its namespace was not granted
     FINISHED = "Finished"  # at least minMember members succeeded and none runs any more
     MEMBERS_FAILED = "MembersFailed"  # so many members failed that the rest cannot make up the gang
-    # runs below minMember, the rest gone (node drained, pod evicted); also the Degraded condition's
+    # An admitted gang runs below minMember, the rest gone (node drained, pod evicted); also the
+    # Degraded condition's reason while it is True.
     DEGRADED = "Degraded"
-    WHOLE = "Whole"  # (the Degraded condition's, when False) every member it needs runs or is done
+    WHOLE = "Whole"  # the Degraded condition's reason once it is False: every member it needs runs or is done
 
 
 class EventReason(StrEnum):
