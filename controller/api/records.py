@@ -196,7 +196,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
     try:
         requests = effective_requests(spec)
     except (QuantityError, ValueError) as err:
-        raise InvalidPod(f"pod {meta.get('namespace')}/{meta.get('name')}: {err}") from err
+        raise InvalidPod(msg.invalid_pod(meta.get("namespace"), meta.get("name"), err)) from err
     gates = [str(g.get("name", "")) for g in items(spec.get("schedulingGates")) if isinstance(g, Mapping)]
     affinity = obj(spec.get("affinity"))
     link = grouplink.resolve(labels, annotations, spec)

@@ -495,3 +495,42 @@ def degraded(running: int, min_member: int, since: str, text: str | None) -> str
 
 def whole() -> str:
     return "every member the gang needs is running or done"
+
+
+# ---- a member whose requests cannot be read (core/requests.py, controller/api/records.py) ------
+
+
+def container(name: object, init: bool) -> str:
+    return f"init container {name}" if init else f"container {name}"
+
+
+def limits_of(where: str) -> str:
+    return f"{where} limits"
+
+
+def requests_of(where: str) -> str:
+    return f"{where} requests"
+
+
+def not_a_resource_map(where: str, value: object) -> str:
+    return f"{where}: expected a map of resource quantities, got {value!r}"
+
+
+def bad_quantity(where: str, error: object) -> str:
+    return f"{where}: {error}"
+
+
+def negative_amount(where: str, resource: str) -> str:
+    return f"{where}: {resource} must not be negative"
+
+
+def resources_not_a_map(where: str) -> str:
+    return f"{where}: resources must be a map"
+
+
+def containers_not_a_list(key: str) -> str:
+    return f"spec.{key} must be a list of containers"
+
+
+def invalid_pod(namespace: object, name: object, error: object) -> str:
+    return f"pod {namespace}/{name}: {error}"
