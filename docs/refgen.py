@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from controller.__main__ import parse_settings  # noqa: E402
 from controller.cli.__main__ import parser as plugin_parser  # noqa: E402
+from controller.cli.audit import Check  # noqa: E402
 from controller.core import EventReason, Reason  # noqa: E402
 from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
@@ -141,7 +142,7 @@ def _comments(path: Path, cls: str | None = None) -> dict[str, str]:
 
 
 def reasons(
-    enum: type[Reason] | type[EventReason] | type[Phase] = Reason,
+    enum: type[Reason] | type[EventReason] | type[Phase] | type[Check] = Reason,
     source: str = "controller/core/model.py",
     heading: str = "reason",
 ) -> list[str]:
@@ -271,6 +272,10 @@ def render() -> str:
         "[user guide](user-guide.md#the-kubectl-phalanx-plugin).",
         "",
         *plugin_commands(),
+        "",
+        "The `check` of each `audit` finding:",
+        "",
+        *reasons(Check, "controller/cli/audit.py", "check"),
         "",
         "## Metrics",
         "",

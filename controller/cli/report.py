@@ -19,6 +19,7 @@ from controller.core import (
     PlanningPass,
     Pod,
     Preempt,
+    Reason,
     Reject,
     Remove,
     Short,
@@ -70,7 +71,15 @@ def _member_state(pod: Pod) -> str:
 
 MEMBERS_SHOWN = 16
 # Waits that more room could end (the others wait for members, gates, siblings, a valid spec).
-ROOM_REASONS = ("InsufficientCapacity", "Unschedulable", "BlockedByReservation", "Reserved", "Preempting")
+ROOM_REASONS = frozenset(
+    {
+        Reason.INSUFFICIENT_CAPACITY,
+        Reason.UNSCHEDULABLE,
+        Reason.BLOCKED_BY_RESERVATION,
+        Reason.RESERVED,
+        Reason.PREEMPTING,
+    }
+)
 
 # Where an explanation comes from: the plugin's own planning pass, or (when the user may not read
 # what the planner needs) what the controller wrote on the PodGroup's status.
