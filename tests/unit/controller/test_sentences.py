@@ -59,13 +59,12 @@ def _exempt_nodes(tree: ast.AST) -> set[int]:
                 exempt.add(id(first.value))  # a docstring
         if isinstance(node, ast.Call):
             func = node.func
-            if (
+            logged = (
                 isinstance(func, ast.Attribute)
                 and isinstance(func.value, ast.Name)
                 and func.value.id in LOGGERS
-            ):
-                subtree(node)
-            elif _callee(node) in METRIC_TYPES:
+            )
+            if logged or _callee(node) in METRIC_TYPES:
                 subtree(node)
             for keyword in node.keywords:
                 if keyword.arg in DOCUMENTING_KEYWORDS:
