@@ -153,6 +153,14 @@ class Condition:
         }
 
 
+_PHASES = {phase.value: phase for phase in Phase}
+
+
+def _count_of(value: Any) -> int:
+    number = whole_number(value)
+    return number if number is not None and number > 0 else 0
+
+
 def _count(wire: str, description: str) -> Any:
     return field(default=0, metadata=about(wire, description, 0))
 
@@ -198,43 +206,47 @@ class PodGroupStatus:
 
     @classmethod
     def from_json(cls, raw: Any) -> PodGroupStatus:
-        """The status as stored; a value of the wrong type reads as absent."""
+        """The status as stored; a value of the wrong type reads as absent. (Read for every gang on
+        every pass: written out, not by reflection.)"""
         status = obj(raw)
-        phase = text(status.get("phase"))
-        counts = {
-            f.name: max(whole_number(status.get(f.metadata["about"].wire)) or 0, 0)
-            for f in fields(cls)
-            if f.type == "int"
-        }
+        get = status.get
         return cls(
-            phase=Phase(phase) if phase in Phase.__members__.values() else None,
-            **counts,
-            schedule_start_time=text(status.get("scheduleStartTime")) or None,
-            admitted_time=text(status.get("admittedTime")) or None,
-            occupied_by=text(status.get("occupiedBy")) or None,
-            reason=text(status.get("reason")) or None,
-            message=text(status.get("message")) or None,
-            conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, Mapping)),
+            phase=_PHASES.get(get("phase")),  # type: ignore[arg-type]
+            members=_count_of(get("members")),
+            gated=_count_of(get("gated")),
+            scheduled=_count_of(get("scheduled")),
+            running=_count_of(get("running")),
+            succeeded=_count_of(get("succeeded")),
+            failed=_count_of(get("failed")),
+            schedule_start_time=text(get("scheduleStartTime")) or None,
+            admitted_time=text(get("admittedTime")) or None,
+            occupied_by=text(get("occupiedBy")) or None,
+            reason=text(get("reason")) or None,
+            message=text(get("message")) or None,
+            conditions=tuple(c for c in get("conditions") or () if isinstance(c, Mapping)),
         )
 
     def to_json(self) -> dict[str, Any]:
         """Every field Phalanx writes, by its wire name. None is kept on purpose: written as a merge
         patch, it removes a stale value (an admittedTime after a rollback)."""
         out: dict[str, Any] = {}
-        for status_field in fields(self):
-            about: SpecField = status_field.metadata["about"]
-            if not about.written:
-                continue
-            value = getattr(self, status_field.name)
+        for name, wire in _WRITTEN:
+            value = getattr(self, name)
             if isinstance(value, Phase):
                 value = value.value
             elif isinstance(value, tuple):
                 value = [dict(c) for c in value]
-            out[about.wire] = value
+            out[wire] = value
         return out
 
     def condition(self, kind: ConditionType) -> Mapping[str, Any] | None:
         return next((c for c in self.conditions if c.get("type") == kind.value), None)
+
+
+# (attribute, wire name) of every status field Phalanx writes, in declaration order.
+_WRITTEN = tuple(
+    (f.name, f.metadata["about"].wire) for f in fields(PodGroupStatus) if f.metadata["about"].written
+)
 
 
 def status_fields() -> list[tuple[SpecField, str]]:

@@ -39,7 +39,7 @@ from shared.jsonread import (
     strings,
     text,
 )
-from shared.podgroup import PodGroupSpec, subgroup_minimums
+from shared.podgroup import PodGroupSpec, PodGroupStatus, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
 from shared.workloads import KINDS
 
@@ -247,6 +247,12 @@ class PodGroupRecord:
     owner_references: list[dict[str, Any]]
     # KAI's spec.subGroups: {leaf subgroup: its minMember} (empty for every other kind).
     subgroups: Mapping[str, int] = field(default_factory=dict)
+    # ``status`` read into the typed model once per record (every pass reads it for every gang);
+    # ``status`` itself stays as stored, so a merge patch's result can be assumed on it.
+    parsed_status: PodGroupStatus = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parsed_status", PodGroupStatus.from_json(self.status))
 
     @property
     def key(self) -> GangKey:

@@ -19,7 +19,7 @@ from controller.core import Gang, GangKey, Placement, Pod, Snapshot, is_live
 from shared import constants
 from shared.grouplink import opted_in
 from shared.jsonread import whole_number
-from shared.podgroup import ADMITTED_PHASES, ConditionType, Phase, PodGroupStatus
+from shared.podgroup import ADMITTED_PHASES, ConditionType, Phase
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -180,7 +180,7 @@ def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> fl
         return min(waiting)
     if live:
         return min(p.created for p in live)  # all placed: nothing waits
-    status = PodGroupStatus.from_json(record.status)
+    status = record.parsed_status
     if status.phase in ADMITTED_PHASES and not any(p.finished for p in members):
         # It has just lost its admission (its members were evicted or rolled back) and its owner
         # has not recreated them yet: a new wait begins now, not when the old one did. A gang with
@@ -252,7 +252,7 @@ def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: floa
         return None
     if any(p.uid in gang.admitted and is_live(p) and not p.bound for p in gang.members):
         return None  # admitted members still binding: the bind timeout's business
-    previous = PodGroupStatus.from_json(record.status).condition(ConditionType.DEGRADED)
+    previous = record.parsed_status.condition(ConditionType.DEGRADED)
     if previous is not None and previous.get("status") == "True":
         return records.parse_time(previous.get("lastTransitionTime")) or now
     return float(math.floor(now))
@@ -263,7 +263,7 @@ def settled(record: PodGroupRecord, members: Sequence[Pod], store: Store) -> boo
     and its PodGroup already says Finished. A pass has nothing to decide or write for it, and its
     pods hold no room; a new member (the Job retried or scaled) or a raised minMember brings it back."""
     return (
-        record.status.get("phase") == Phase.FINISHED  # read raw: this runs for every gang, every pass
+        record.parsed_status.phase is Phase.FINISHED
         and len(members) >= max(record.spec.min_member or 0, 1)
         and all(p.phase == "Succeeded" and not p.terminating for p in members)
         and store.hold_of(record.key) is None

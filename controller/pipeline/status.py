@@ -8,6 +8,7 @@ cluster causes no writes at all (no update storms).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -25,18 +26,10 @@ def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Counts(NamedTuple):
-    members: int  # live: not terminating
-    gated: int
-    scheduled: int  # bound and not finished (running ones too)
-    running: int
-    succeeded: int
-    failed: int
-
-
-def counts(view: GangView) -> Counts:
+def counts(view: GangView) -> PodGroupStatus:
+    """The status's member counts (its other fields unset)."""
     live = [p for p in view.members if not p.terminating]
-    return Counts(
+    return PodGroupStatus(
         members=len(live),
         gated=sum(1 for p in live if p.gated),
         scheduled=sum(1 for p in live if p.bound and not p.finished),
@@ -55,7 +48,9 @@ class Verdict(NamedTuple):
     admitted: bool  # the Admitted condition's status
 
 
-def _admitted_verdict(decision: Decision | None, n: Counts, minimum: int, live: bool) -> Verdict | None:
+def _admitted_verdict(
+    decision: Decision | None, n: PodGroupStatus, minimum: int, live: bool
+) -> Verdict | None:
     """The verdict of an admitted gang by how its members fare, or None when none applies."""
     if n.members and n.succeeded >= minimum and n.running == 0 and n.gated == 0:
         return Verdict(Phase.FINISHED, Reason.FINISHED, msg.members_succeeded(n.succeeded), True)
@@ -73,7 +68,7 @@ def _admitted_verdict(decision: Decision | None, n: Counts, minimum: int, live: 
     return None
 
 
-def verdict(view: GangView, decision: Decision | None, n: Counts) -> Verdict:
+def verdict(view: GangView, decision: Decision | None, n: PodGroupStatus) -> Verdict:
     """The phase, reason and message for the gang right now."""
     gang = view.gang
     minimum = max(gang.min_member, 1)
@@ -115,7 +110,7 @@ def verdict(view: GangView, decision: Decision | None, n: Counts) -> Verdict:
 def desired(view: GangView, decision: Decision | None, now: float) -> PodGroupStatus:
     n = counts(view)
     said = verdict(view, decision, n)
-    current = PodGroupStatus.from_json(view.podgroup.status)
+    current = view.podgroup.parsed_status
     previous = current.condition(ConditionType.ADMITTED)
     status_word = "True" if said.admitted else "False"
     # As in Kubernetes: the transition time moves when the condition's status does, not its text.
@@ -133,9 +128,9 @@ def desired(view: GangView, decision: Decision | None, now: float) -> PodGroupSt
     if view.gang.degraded_since is not None or was_degraded is not None:
         conditions.append(_degraded_condition(view, was_degraded, now, said.message).to_json())
     gang = view.gang
-    return PodGroupStatus(
+    return replace(
+        n,
         phase=said.phase,
-        **n._asdict(),
         reason=said.reason.value,
         message=said.message,
         schedule_start_time=iso(view.waiting_since) if view.waiting_since is not None else None,
