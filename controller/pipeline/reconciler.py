@@ -22,6 +22,7 @@ from controller.core import (
     Decision,
     EventReason,
     GangKey,
+    Plan,
     PlannerConfig,
     Preempt,
     Recheck,
@@ -108,7 +109,8 @@ class Reconciler:
         self.passes += 1
         failed: set[Hashable] = set()
         # A REPLAN (resync, leadership gained) covers every gang, also those seen while on standby.
-        targets = self.store.gang_keys() if REPLAN in batch else {k for k in batch if isinstance(k, GangKey)}
+        full = REPLAN in batch
+        targets = self.store.gang_keys() if full else {k for k in batch if isinstance(k, GangKey)}
         await self._ensure_podgroups(targets, failed)
 
         # snapshot -> plan: pure, from the store and the clock.
@@ -121,24 +123,46 @@ class Reconciler:
         decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
         timed = decide_timers(snapshot.gangs, decisions, now, self.timers)
 
-        # execute
+        await self._execute(views, decisions, timed, now, failed, full)
+        await self._report(views, the_plan, decisions, now, failed, full)
+        return failed
+
+    async def _execute(
+        self,
+        views: dict[GangKey, GangView],
+        decisions: dict[GangKey, Decision],
+        timed: tuple[TimerDecision, ...],
+        now: float,
+        failed: set[Hashable],
+        full: bool,
+    ) -> None:
+        """Carry out the plan and the timers' decisions, then let go of what no longer needs holding."""
         await self._act(views, decisions, failed)
         await self.bypass.check(views)
         await self._act_on_timers(views, timed, now, failed)
-        # status
+        self._release_stale_holds(views, decisions, now)
+        await self._resume_requeued_jobs(full)
+
+    async def _report(
+        self,
+        views: dict[GangKey, GangView],
+        the_plan: Plan,
+        decisions: dict[GangKey, Decision],
+        now: float,
+        failed: set[Hashable],
+        full: bool,
+    ) -> None:
+        """Status of every PodGroup and queue, and the Events of members no plan could include."""
         await self._write_statuses(views, decisions, now, failed)
         await self.queue_status.write(the_plan, the_plan.decisions)
-        self._release_stale_holds(views, decisions, now)
-        await self._resume_requeued_jobs(full=REPLAN in batch)
         # A member whose spec cannot be read is not part of any plan: say so where people look.
         for owner_key, problem in self.store.invalid_pods.values():
             if owner_key is not None and owner_key in views:
                 await self.events.emit(
                     views[owner_key].podgroup, EventReason.INVALID_MEMBER, problem, warning=True
                 )
-        if REPLAN in batch:
+        if full:
             self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
-        return failed
 
     async def _ensure_podgroups(self, targets: set[GangKey], failed: set[Hashable]) -> None:
         unsized: dict[GangKey, Sizing] = {}
