@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 from controller.core import (
     Admit,
     Gang,
@@ -27,15 +30,11 @@ def member(i: int, node: str | None = None, phase: str = "Pending", gated: bool 
     return Pod(f"uid-{i}", "team", f"g-{i}", {"pods": 1}, node_name=node, phase=phase, gated=gated)
 
 
-def admitted(members: tuple[Pod, ...], **fields: object) -> Gang:
+def admitted(members: tuple[Pod, ...], **changes: Any) -> Gang:
     """A gang of 4 admitted at T0, every member in its admission."""
-    base: dict[str, object] = {
-        "admitted": {p.uid: "node-a" for p in members},
-        "admitted_at": T0,
-        "last_admitted_at": T0,
-    }
-    base.update(fields)
-    return Gang(KEY, 4, members, **base)  # type: ignore[arg-type]
+    placement: dict[str, str | None] = {p.uid: "node-a" for p in members}
+    gang = Gang(KEY, 4, members, admitted=placement, admitted_at=T0, last_admitted_at=T0)
+    return replace(gang, **changes)
 
 
 def test_admitted_members_that_do_not_bind_in_time_are_rolled_back_with_a_sentence() -> None:
