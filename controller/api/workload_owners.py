@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.api.kube import ApiError, Kube
 from controller.api.resources import JOBSETS, LEADERWORKERSETS, MPIJOBS, RAYCLUSTERS, ResourceType
-from controller.core.model import Pod
+from controller.core import Pod
 from shared import constants
 
 log = logging.getLogger(__name__)

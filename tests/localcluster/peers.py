@@ -43,10 +43,11 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, ClassVar
 
 import yaml
 
+from shared.jsonread import JsonObject
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 from tests.localcluster.fleet import FleetSpec
@@ -62,8 +63,6 @@ BUILT_IN = ("native",)
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-
-JSON = dict[str, Any]
 
 
 def _log(message: str) -> None:
@@ -97,7 +96,7 @@ def blocker(name: str) -> str:
     return "\n".join(texts)
 
 
-def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
+def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JsonObject:
     """The Job every system runs: ``size`` pods of ``gpus`` GPUs each, completing after ``run_for``."""
     return {
         "apiVersion": "batch/v1",
@@ -139,7 +138,7 @@ def _bytes(quantity: str) -> int:
     return int(quantity)
 
 
-def _read_yaml_docs(path: Path) -> list[JSON]:
+def _read_yaml_docs(path: Path) -> list[JsonObject]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
@@ -167,7 +166,7 @@ class System:
     def prepare_namespace(self, namespace: str) -> None:
         """Whatever a namespace needs before users submit gangs to it."""
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         raise NotImplementedError
 
     # ---- shared --------------------------------------------------------------------------------
@@ -247,7 +246,7 @@ class PhalanxSystem(System):
             "label", "namespace", namespace, "phalanx.io/gang-scheduling=enabled", "--overwrite"
         )
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         return [job(namespace, name, size, gpus, run_for)]
 
     def down(self) -> None:
@@ -309,7 +308,7 @@ class CoschedulingSystem(System):
         )
         self.wait_http(f"https://127.0.0.1:{port}/healthz", scheduler)
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = name
@@ -447,7 +446,7 @@ class KueueSystem(System):
             ]
         )
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = self.QUEUE
         return [body]
@@ -507,7 +506,7 @@ class VolcanoSystem(System):
                 raise TimeoutError("volcano: the default queue was not created")
             time.sleep(0.5)
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = name
@@ -556,7 +555,7 @@ class KaiSystem(System):
     # What KAI v0.12.0's operator writes to the scheduler's ConfigMap for a shard with the chart's
     # placementStrategy binpack (pkg/operator/operands/scheduler/resources_for_shard.go).
     @staticmethod
-    def scheduler_config() -> JSON:
+    def scheduler_config() -> JsonObject:
         names = [
             "predicates",
             "proportion",
@@ -576,7 +575,7 @@ class KaiSystem(System):
             "snapshot",
             "gpupack",
         ]
-        plugins: list[JSON] = [{"name": n} for n in names]
+        plugins: list[JsonObject] = [{"name": n} for n in names]
         plugins.append({"name": "nodeplacement", "arguments": {"gpu": "binpack", "cpu": "binpack"}})
         plugins.append({"name": "gpusharingorder"})
         return {
@@ -731,7 +730,7 @@ class KaiSystem(System):
             ]
         }
 
-        def hook(path: str, operations: list[str]) -> JSON:
+        def hook(path: str, operations: list[str]) -> JsonObject:
             return {
                 "name": f"admission.{self.NAMESPACE}.svc",
                 "admissionReviewVersions": ["v1"],
@@ -771,7 +770,7 @@ class KaiSystem(System):
         return health
 
     @classmethod
-    def queues(cls, fleet: FleetSpec) -> list[JSON]:
+    def queues(cls, fleet: FleetSpec) -> list[JsonObject]:
         """KAI's two-level queues (only leaf queues take workloads): a parent and a leaf whose
         quota is the whole fleet, no limit (-1), over-quota weight 1. Units: CPU millicores,
         memory MB (10^6 bytes), GPUs."""
@@ -799,7 +798,7 @@ class KaiSystem(System):
             },
         ]
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         # KAI's consolidation (and reclaim, preempt) evicts running pods by design: it deletes them
         # and places the pods their controller makes again where it planned. With the template's
