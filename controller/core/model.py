@@ -126,6 +126,13 @@ class Pod:
         return not self.finished and (self.node_name is not None or self.nominated_node is not None)
 
 
+class DisruptionMode(StrEnum):
+    """What preemption may evict of a running gang (PodGroup spec.disruptionMode)."""
+
+    ALL = "All"  # the whole gang, never a part of it
+    SINGLE = "Single"  # single pods, as many as needed; the rest keeps running
+
+
 class Placement(StrEnum):
     PINNED = "pinned"  # each member gets nodeSelector kubernetes.io/hostname=<planned node>
     FREE = "free"  # gates lifted, the scheduler chooses (the plan still proved a fit exists)
@@ -173,6 +180,10 @@ class Gang:
     # KAI subgroups: {subgroup: its minMember}. Members name theirs with the label
     # kai.scheduler/subgroup-name; the gang starts only with each subgroup's minimum among it.
     subgroups: Mapping[str, int] = field(default_factory=dict)
+    # A node label key (e.g. topology.kubernetes.io/rack): every member must run inside ONE domain
+    # of it (nodes sharing one value); nodes without the label are never used. None: no such need.
+    required_topology: str | None = None
+    disruption_mode: DisruptionMode = DisruptionMode.ALL
 
     @property
     def wait_start(self) -> float:
@@ -312,6 +323,8 @@ class Victim:
     pods: tuple[str, ...]  # pod uids to evict
     namespace: str
     gpus: int = 0  # what its evicted pods hold of the GPU resource (the preemption's cost to it)
+    # False: some pods of a gang with disruption mode Single; the rest keeps running, admitted.
+    whole: bool = True
 
 
 @dataclass(frozen=True, slots=True)
