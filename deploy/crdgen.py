@@ -47,6 +47,8 @@ def _field_schema(about: SpecField, python_type: str) -> dict[str, Any]:
         schema = {"type": "string"}
     if about.minimum is not None:
         schema["minimum"] = about.minimum
+    if about.enum:
+        schema["enum"] = list(about.enum)
     schema["description"] = about.description
     return schema
 

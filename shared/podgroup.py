@@ -21,10 +21,19 @@ class SpecField:
     wire: str  # the field's name in the API (camelCase)
     description: str
     minimum: int | None = None
+    enum: tuple[str, ...] = ()  # the only values allowed (a string field), in the order documented
 
 
-def _about(wire: str, description: str, minimum: int | None = None) -> dict[str, SpecField]:
-    return {"about": SpecField(wire, description, minimum)}
+def _about(
+    wire: str, description: str, minimum: int | None = None, enum: tuple[str, ...] = ()
+) -> dict[str, SpecField]:
+    return {"about": SpecField(wire, description, minimum, enum)}
+
+
+# spec.disruptionMode: what preemption may evict of the running gang.
+DISRUPTION_ALL = "All"  # the whole gang (the default)
+DISRUPTION_SINGLE = "Single"  # single pods, as many as needed; the rest keeps running
+DISRUPTION_MODES = (DISRUPTION_ALL, DISRUPTION_SINGLE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +66,23 @@ class PodGroupSpec:
         default=None,
         metadata=_about("parentPodGroup", "Parent group of a hierarchical gang (KAI style)."),
     )
+    topology_required: str | None = field(
+        default=None,
+        metadata=_about(
+            "topologyRequired",
+            "A node label key (e.g. topology.kubernetes.io/rack): every member runs inside one domain "
+            "of it (nodes sharing one value), or the gang waits; nodes without the label are not used.",
+        ),
+    )
+    disruption_mode: str | None = field(
+        default=None,
+        metadata=_about(
+            "disruptionMode",
+            "What preemption may evict of the running gang: All (the default) the whole gang, Single "
+            "single pods, as many as needed, while the rest keeps running.",
+            enum=DISRUPTION_MODES,
+        ),
+    )
 
     @classmethod
     def from_json(cls, raw: Any) -> PodGroupSpec:
@@ -73,6 +99,8 @@ class PodGroupSpec:
             priority=_int(spec.get("priority")),
             queue=text(spec.get("queue")) or None,
             parent_pod_group=text(spec.get("parentPodGroup")) or None,
+            topology_required=text(spec.get("topologyRequired")) or None,
+            disruption_mode=mode if (mode := text(spec.get("disruptionMode"))) in DISRUPTION_MODES else None,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -279,7 +279,7 @@ class EventReason(StrEnum):
     GAVE_UP = "GaveUp"  # timed out with --schedule-timeout-action release: members released
     ROLLED_BACK = "RolledBack"  # admitted members did not bind in time, or the gang stayed degraded
     PREEMPTING = "Preempting"  # evicting lower-priority gangs to make room for this one
-    PREEMPTED = "Preempted"  # evicted whole to make room for another gang
+    PREEMPTED = "Preempted"  # evicted to make room for another gang (whole, or single pods: Single mode)
     PREEMPTION_DRY_RUN = "PreemptionDryRun"  # what --preemption-dry-run would have evicted
     PREEMPTION_BLOCKED = "PreemptionBlocked"  # a PodDisruptionBudget refused an eviction
     INVALID_MEMBER = "InvalidMember"  # a member whose requests cannot be read
