@@ -22,35 +22,36 @@ from tests.component.controller.harness import (
 )
 
 RACK = "topology.kubernetes.io/rack"
-REQUIRED = {c.TOPOLOGY_REQUIRED_ANNOTATION: RACK}
+# Any node label key makes domains; this one is not among those placement prefers on its own.
+CLIQUE = "nvidia.com/gpu.clique"
 
 
-def racked(h: Harness, racks: dict[str, str], gpus: int = 4) -> None:
-    """Nodes (name -> rack), 4 GPUs each."""
+def racked(h: Harness, racks: dict[str, str], key: str = RACK) -> None:
+    """Nodes (name -> domain of label ``key``), 4 GPUs each."""
     for name, rack in racks.items():
-        labelled = node(name, gpus)
-        labelled["metadata"]["labels"][RACK] = rack
+        labelled = node(name)
+        labelled["metadata"]["labels"][key] = rack
         h.kube.seed(r.NODES, labelled)
 
 
-def rack_of(h: Harness, node_name: str | None) -> str:
+def domain_of(h: Harness, node_name: str | None, key: str) -> str:
     found = h.kube.obj(r.NODES, None, str(node_name))
     assert found is not None, node_name
-    return str(found["metadata"]["labels"][RACK])
+    return str(found["metadata"]["labels"][key])
 
 
-async def test_the_workload_annotation_reaches_the_podgroup_and_holds_the_gang_to_one_rack() -> None:
+async def test_the_workload_annotation_reaches_the_podgroup_and_holds_the_gang_to_one_domain() -> None:
     h = Harness()
-    # r1 has 4 GPUs, r2 8: the 6-pod gang fits only in r2 (across racks it would fit anywhere).
-    racked(h, {"node-a": "r1", "node-b": "r2", "node-c": "r2"})
-    h.kube.seed(r.PODS, *gang(6, annotations=REQUIRED))
+    # c1 has 4 GPUs, c2 8: the 6-pod gang fits only in c2 (across cliques it would start on c1).
+    racked(h, {"node-a": "c1", "node-b": "c2", "node-c": "c2"}, CLIQUE)
+    h.kube.seed(r.PODS, *gang(6, annotations={c.TOPOLOGY_REQUIRED_ANNOTATION: CLIQUE}))
     for _ in range(2):
         await h.step()
 
     pg = h.pg()
-    assert pg is not None and pg["spec"]["topologyRequired"] == RACK  # made by Phalanx, from the pods
+    assert pg is not None and pg["spec"]["topologyRequired"] == CLIQUE  # made by Phalanx, from the pods
     pins = {h.pin(f"g-{i}") for i in range(6)}
-    assert {rack_of(h, pin) for pin in pins} == {"r2"}
+    assert {domain_of(h, pin, CLIQUE) for pin in pins} == {"c2"}
     assert all(not gates_of(h.pod(f"g-{i}")) for i in range(6))
 
 
