@@ -124,6 +124,16 @@ async def test_a_single_mode_victim_loses_only_the_pods_needed_and_keeps_its_job
     assert low is not None and c.ADMISSION_ANNOTATION in low["metadata"]["annotations"]  # still admitted
     assert h.metrics.preemption_gpus_evicted._value.get() == 2
 
+    # The evicted pods are gone: the preemptor starts in their room, and the rest of the gang runs on.
+    for _ in range(3):
+        h.clock.advance(5)
+        await h.step()
+    assert all(not gates_of(h.pod(f"high-{i}")) for i in range(2))
+    low = h.pg("low")
+    assert low is not None and low["status"]["phase"] == "Running"
+    remaining = {f"low-{i}" for i in range(4)} - set(evicted)
+    assert all(h.pod(name) is not None for name in remaining)
+
 
 async def test_an_all_mode_victim_goes_whole() -> None:
     """The positive control: the same gang with disruptionMode All is re-queued whole (its Job
