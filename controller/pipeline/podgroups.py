@@ -148,6 +148,7 @@ class PodGroupFactory:
             schedule_timeout_seconds=int(timeout)
             if timeout and timeout.isdigit() and int(timeout) > 0
             else None,
+            topology_required=member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION),
         )
         annotations = {MIN_MEMBER_SOURCE: sizing.source}
         # Made again after a deletion: the members admitted under the old one stay admitted.

@@ -43,7 +43,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, ClassVar
+from typing import IO, Any, ClassVar
 
 import yaml
 
@@ -828,7 +828,7 @@ class NativeGangSystem(System):
         if release.workload_api == "scheduling.k8s.io/v1alpha1":
             raise RuntimeError(f"the native system needs Kubernetes 1.36 or later, not {release.version}")
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": name}
         group = {
