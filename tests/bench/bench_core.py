@@ -61,10 +61,11 @@ from controller.core.planner import PlanningPass
 from controller.core.preemption import Preemption
 from controller.core.state import PassState
 from controller.pipeline.gcpause import cyclic_gc_paused
+from tests.simulation.trace import default_trace, open_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "bench" / "core.json"
-TRACE = ROOT.parent / "shared" / "data" / "traces" / "philly.csv"
+TRACE = default_trace()
 GPU = "nvidia.com/gpu"
 NOW = 1_700_000_000.0
 GIB = 2**30
@@ -77,7 +78,7 @@ TOLERATE_ALL = (Toleration("", "Exists", "", ""),)
 def philly_sizes() -> list[int]:
     sizes = []
     try:
-        with TRACE.open() as f:
+        with open_trace(TRACE) as f:
             for row in csv.DictReader(f):
                 value = (row.get("num_gpus") or "").strip()
                 if value.isdigit() and int(value) > 0:

@@ -4,8 +4,9 @@ Run: ``python -m tests.bench.bench_trace`` (or ``pytest -m bench tests/bench/ben
 
 Replays the jobs submitted on 2017-10-03 (UTC) with ``tests.simulation`` -- the real core for
 ``phalanx`` -- and writes ``out/bench/trace.json`` (the simulation's JSON plus wall time and
-simulated jobs/s per policy) and ``out/bench/trace.png``, then prints the table. Without the trace
-(``../shared/data/traces/philly.csv``) it replays a seeded synthetic mix instead.
+simulated jobs/s per policy) and ``out/bench/trace.png``, then prints the table. The trace is the
+repository's (``tests/data/philly.csv.gz``; ``PHALANX_TRACE`` names another); without one it
+replays a seeded synthetic mix instead.
 
 Then the README's Philly week (2017-10-03 to 10-10, 64 nodes × 8 GPUs) for ``phalanx`` alone: its
 replay speed (target: 1,000 simulated jobs/s) and the figures of the README's table, in
@@ -27,11 +28,11 @@ import pytest
 from controller.core.config import PlannerConfig
 from tests.simulation import ClusterSpec, compare, load_trace, synthetic
 from tests.simulation.compare import DEFAULT_POLICIES
-from tests.simulation.trace import Workload
+from tests.simulation.trace import Workload, default_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "out" / "bench" / "trace"
-TRACE = ROOT.parent / "shared" / "data" / "traces" / "philly.csv"
+TRACE = default_trace()
 
 
 def workload(start: str, days: float, spec: ClusterSpec) -> Workload:

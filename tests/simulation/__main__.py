@@ -2,7 +2,7 @@
 
 Examples::
 
-    python -m tests.simulation --trace ../shared/data/traces/philly.csv \\
+    python -m tests.simulation --trace tests/data/philly.csv.gz \\
         --start 2017-10-16 --days 7 --nodes 64 --gpus-per-node 8 --out out/sim/philly-week
     python -m tests.simulation --synthetic 2000 --seed 1 --nodes 16 --out out/sim/synthetic
 

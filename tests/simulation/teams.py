@@ -1,6 +1,6 @@
 """Trace replay with teams: queues, fair share and reclaim against today's Phalanx and quota baselines.
 
-``python -m tests.simulation.teams --trace ../shared/data/traces/philly.csv --start 2017-10-03
+``python -m tests.simulation.teams --trace tests/data/philly.csv.gz --start 2017-10-03
 --days 7 --out out/sim/teams-week``
 
 The trace's ``cluster`` column is the team. Each team gets a GPU quota proportional to its offered

@@ -14,12 +14,15 @@ not sorted: jobs are sorted by (submission, row number), so equal timestamps kee
 from __future__ import annotations
 
 import csv
+import gzip
 import math
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TextIO
 
 # Philly's gang sizes and how often they occur (README of the trace), for synthetic mixes.
 PHILLY_SIZES: tuple[tuple[int, float], ...] = (
@@ -95,12 +98,28 @@ def parse_time(text: str) -> datetime:
 Row = tuple[datetime, int, float, int, str]  # submitted, row number, duration, GPUs, cluster
 
 
+# The Philly trace, stored in the repository (tests/data/README.md says where it comes from).
+PHILLY = Path(__file__).resolve().parents[1] / "data" / "philly.csv.gz"
+
+
+def default_trace() -> Path:
+    """The trace benchmarks replay: ``PHALANX_TRACE`` if set, else the Philly trace of the repository."""
+    return Path(os.environ.get("PHALANX_TRACE") or PHILLY)
+
+
+def open_trace(path: str | Path) -> TextIO:
+    """A trace CSV as text, gzip-compressed (``.gz``) or not."""
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rt", newline="")
+    return Path(path).open(newline="")
+
+
 def read_rows(path: str | Path) -> tuple[list[Row], int]:
     """The usable rows of the CSV (unsorted), and how many were not (malformed, zero GPUs or
     duration)."""
     rows: list[Row] = []
     skipped = 0
-    with Path(path).open(newline="") as f:
+    with open_trace(path) as f:
         for n, row in enumerate(csv.DictReader(f)):
             try:
                 submitted = parse_time(row["timestamp"])

@@ -94,3 +94,12 @@ def test_synthetic_mix_is_seeded_and_sorted() -> None:
     # The offered load is about what was asked for (a loose check: 200 log-normal draws).
     offered = sum(j.gpus * j.duration for j in a.jobs) / (64 * a.window_seconds)
     assert 0.4 < offered < 1.6
+
+
+def test_the_repositorys_philly_trace_is_read_compressed_as_it_is_stored() -> None:
+    """Benchmarks replay a trace any fresh clone has: tests/data/philly.csv.gz (82,247 jobs)."""
+    from tests.simulation.trace import PHILLY, default_trace, read_rows
+
+    assert default_trace() == PHILLY or default_trace().exists()
+    rows, skipped = read_rows(PHILLY)
+    assert len(rows) + skipped == 82_247 and len(rows) > 80_000
