@@ -40,6 +40,7 @@ import pytest
 from controller.api.kube import KubeClient, gather_limited
 from controller.api.resources import PODS
 from shared import constants
+from tests import builders
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
 from tests.localcluster.cluster import REPO
 from tests.localcluster.phalanx import Phalanx
@@ -54,17 +55,15 @@ LARGEST = max(SIZES)
 
 
 def pod(name: str, group: str | None, gate: str | None = None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name}
+    """A one-GPU pod, a member of ``group`` (named "g-<size>-<n>") when given, held by ``gate``."""
+    built = builders.pod(name).gpus(1)
     if group:
-        metadata["labels"] = {"phalanx.io/pod-group": group}
-        metadata["annotations"] = {"phalanx.io/min-member": group.split("-")[1]}
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-    }
+        built.label(constants.POD_GROUP_LABEL, group).annotation(
+            constants.MIN_MEMBER_ANNOTATION, group.split("-")[1]
+        )
     if gate:
-        spec["schedulingGates"] = [{"name": gate}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+        built.gate(gate)
+    return built.build()
 
 
 @dataclass

@@ -43,11 +43,11 @@ from typing import IO, Any, ClassVar
 
 import yaml
 
+from tests import builders
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.phalanx import Phalanx, PhalanxOptions
-from tests.localcluster.stages import RUN_FOR_ANNOTATION
 
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
@@ -93,36 +93,19 @@ def blocker(name: str) -> str:
 
 def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
     """The Job every system runs: ``size`` pods of ``gpus`` GPUs each, completing after ``run_for``."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {GANG_LABEL: name}},
-        "spec": {
-            "parallelism": size,
-            "completions": size,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {
-                    "labels": {GANG_LABEL: name},
-                    "annotations": {RUN_FOR_ANNOTATION: run_for},
-                },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "pause",
-                            "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                                "limits": {"nvidia.com/gpu": str(gpus)},
-                            },
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    return (
+        builders.job(name)
+        .namespace(namespace)
+        .label(GANG_LABEL, name)
+        .template_label(GANG_LABEL, name)
+        .parallelism(size)
+        .backoff_limit(0)
+        .run_for(run_for)
+        .image("pause")
+        .gpus(gpus)
+        .requests(**{"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)})
+        .build()
+    )
 
 
 def _bytes(quantity: str) -> int:
