@@ -54,7 +54,7 @@ SIZES = {8: 10, 64: 4, 512: 3}  # gang size -> repetitions
 LARGEST = max(SIZES)
 
 
-def pod(name: str, group: str | None, gate: str | None = None) -> dict[str, Any]:
+def bench_pod(name: str, group: str | None, gate: str | None = None) -> dict[str, Any]:
     """A one-GPU pod, a member of ``group`` (named "g-<size>-<n>") when given, held by ``gate``."""
     built = builders.pod(name).gpus(1)
     if group:
@@ -121,7 +121,9 @@ async def raw_patch_rate(
     """
     patcher = patcher or kube
     names = [f"raw-{i}" for i in range(count)]
-    await gather_limited(CONCURRENCY, *(kube.create(PODS, RAW_NAMESPACE, pod(n, None, gate)) for n in names))
+    await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, RAW_NAMESPACE, bench_pod(n, None, gate)) for n in names)
+    )
 
     def body(i: int) -> dict[str, Any]:
         # Pinned to a node with room, as Phalanx pins, so the scheduler and kwok then do the same
@@ -184,7 +186,9 @@ async def one_gang(kube: KubeClient, phalanx: Phalanx, size: int, rep: int) -> d
     watcher = asyncio.create_task(watch_pods(kube, NAMESPACE, seen, stop))
     await asyncio.sleep(0.2)
     before = admission_latency(phalanx)
-    results = await gather_limited(CONCURRENCY, *(kube.create(PODS, NAMESPACE, pod(n, group)) for n in names))
+    results = await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, NAMESPACE, bench_pod(n, group)) for n in names)
+    )
     created = time.perf_counter()
     if errors := [r for r in results if isinstance(r, BaseException)]:
         raise RuntimeError(f"create failed: {errors[0]}")
@@ -214,7 +218,7 @@ async def preemption_latency(kube: KubeClient, rep: int) -> float:
     node = {"kubernetes.io/hostname": f"gpu-node-{rep:03d}"}
 
     def member(name: str, group: str, priority: str) -> dict[str, Any]:
-        body = pod(name, group)
+        body = bench_pod(name, group)
         body["spec"]["nodeSelector"] = node
         body["spec"]["priorityClassName"] = priority
         return body

@@ -91,7 +91,7 @@ def blocker(name: str) -> str:
     return "\n".join(texts)
 
 
-def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
+def gang_job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
     """The Job every system runs: ``size`` pods of ``gpus`` GPUs each, completing after ``run_for``."""
     return (
         builders.job(name)
@@ -222,7 +222,7 @@ class PhalanxSystem(System):
         )
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
-        return [job(namespace, name, size, gpus, run_for)]
+        return [gang_job(namespace, name, size, gpus, run_for)]
 
     def down(self) -> None:
         self.phalanx.down()
@@ -284,7 +284,7 @@ class CoschedulingSystem(System):
         self.wait_http(f"https://127.0.0.1:{port}/healthz", scheduler)
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = name
         template["spec"]["schedulerName"] = self.SCHEDULER_NAME
@@ -422,7 +422,7 @@ class KueueSystem(System):
         )
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = self.QUEUE
         return [body]
 
@@ -482,7 +482,7 @@ class VolcanoSystem(System):
             time.sleep(0.5)
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = name
         template["spec"]["schedulerName"] = self.SCHEDULER_NAME
@@ -774,7 +774,7 @@ class KaiSystem(System):
         ]
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         # KAI's consolidation (and reclaim, preempt) evicts running pods by design: it deletes them
         # and places the pods their controller makes again where it planned. With the template's
         # backoffLimit 0 each such eviction would fail the Job; KAI's Jobs keep Kubernetes' default
