@@ -87,7 +87,7 @@ class JsonHandler(logging.StreamHandler[TextIO]):
 
         For the webhook, whose admission lines come from one event loop: with its ``call_soon``,
         the lines of every admission served in one pass of the loop take one write between them
-        (a system call per line cost a saturated webhook about 3 % of its throughput)."""
+        (a system call per line costs a saturated webhook throughput)."""
         self.write_batch()
         self._schedule = schedule
 

@@ -13,37 +13,12 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
 
+from tests import builders
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
 from tests.localcluster.phalanx import Phalanx
 
 NAMESPACE = "ml-team"
-
-
-def job(name: str, pods: int, run_for: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "template": {
-                "metadata": {"annotations": {"kwok.phalanx.io/run-for": run_for}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "trainer",
-                            "image": "pytorch",
-                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                        }
-                    ],
-                },
-            },
-        },
-    }
 
 
 def table(cluster: LocalCluster) -> tuple[str, bool]:
@@ -93,8 +68,14 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.1)
         print(f"== kubectl apply: three ordinary Jobs in namespace {NAMESPACE} (opted in) ==")
         for name, pods, run_for in (("alpha", 5, "12s"), ("bravo", 5, "12s"), ("charlie", 8, "8s")):
+            job = builders.job(name).parallelism(pods).gpus(1).run_for(run_for).build()
             result = cluster.kubectl(
-                "apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(job(name, pods, run_for))
+                "apply",
+                "-n",
+                NAMESPACE,
+                "-f",
+                "-",
+                input=json.dumps(job),
             )
             print(f"  job {name}: {pods} pods × 1 GPU ({result.stdout.strip()})")
             time.sleep(0.5)

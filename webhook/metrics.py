@@ -3,7 +3,7 @@
 The per-admission metrics are counted in plain numbers and turned into metric families only when
 collected (a scrape): prometheus_client's own counters and histograms take a lock and run checks
 on every increment, which is thread safety this process does not need (one event loop counts and
-serves ``/metrics``) and cost about 2 % of the CPU per request. What is exposed is the same.
+serves ``/metrics``) and cost CPU on every request. What is exposed is the same.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The admission mutation: an AdmissionRequest dict in, JSONPatch ops and warnings out. No I/O.
 
-Workloads (Job, StatefulSet, MPIJob) get the gang gate, the canonical group label, the inferred gang
-size and the user's Phalanx annotations on every pod template, so that each pod is born gated. Pods
-are handled too, for those created without such a template (a bare Pod with a foreign group link).
+Workloads (the kinds of ``shared.workloads.KINDS``: Job, StatefulSet, MPIJob, JobSet,
+LeaderWorkerSet, RayCluster, TrainJob) get the gang gate, the canonical group label, the inferred
+gang size and the user's Phalanx annotations on every pod template, so that each pod is born gated.
+Pods are handled too, for those created without such a template (a bare Pod with a foreign group
+link).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ import pytest
 from controller.api.kube import KubeClient, gather_limited
 from controller.api.resources import PODS
 from shared import constants
+from tests import builders
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
 from tests.localcluster.cluster import REPO
 from tests.localcluster.phalanx import Phalanx
@@ -53,18 +54,16 @@ SIZES = {8: 10, 64: 4, 512: 3}  # gang size -> repetitions
 LARGEST = max(SIZES)
 
 
-def pod(name: str, group: str | None, gate: str | None = None) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name}
+def bench_pod(name: str, group: str | None, gate: str | None = None) -> dict[str, Any]:
+    """A one-GPU pod, a member of ``group`` (named "g-<size>-<n>") when given, held by ``gate``."""
+    built = builders.pod(name).gpus(1)
     if group:
-        metadata["labels"] = {"phalanx.io/pod-group": group}
-        metadata["annotations"] = {"phalanx.io/min-member": group.split("-")[1]}
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [{"name": "main", "image": "pause", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-    }
+        built.label(constants.POD_GROUP_LABEL, group).annotation(
+            constants.MIN_MEMBER_ANNOTATION, group.split("-")[1]
+        )
     if gate:
-        spec["schedulingGates"] = [{"name": gate}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+        built.gate(gate)
+    return built.build()
 
 
 @dataclass
@@ -122,7 +121,9 @@ async def raw_patch_rate(
     """
     patcher = patcher or kube
     names = [f"raw-{i}" for i in range(count)]
-    await gather_limited(CONCURRENCY, *(kube.create(PODS, RAW_NAMESPACE, pod(n, None, gate)) for n in names))
+    await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, RAW_NAMESPACE, bench_pod(n, None, gate)) for n in names)
+    )
 
     def body(i: int) -> dict[str, Any]:
         # Pinned to a node with room, as Phalanx pins, so the scheduler and kwok then do the same
@@ -185,7 +186,9 @@ async def one_gang(kube: KubeClient, phalanx: Phalanx, size: int, rep: int) -> d
     watcher = asyncio.create_task(watch_pods(kube, NAMESPACE, seen, stop))
     await asyncio.sleep(0.2)
     before = admission_latency(phalanx)
-    results = await gather_limited(CONCURRENCY, *(kube.create(PODS, NAMESPACE, pod(n, group)) for n in names))
+    results = await gather_limited(
+        CONCURRENCY, *(kube.create(PODS, NAMESPACE, bench_pod(n, group)) for n in names)
+    )
     created = time.perf_counter()
     if errors := [r for r in results if isinstance(r, BaseException)]:
         raise RuntimeError(f"create failed: {errors[0]}")
@@ -215,7 +218,7 @@ async def preemption_latency(kube: KubeClient, rep: int) -> float:
     node = {"kubernetes.io/hostname": f"gpu-node-{rep:03d}"}
 
     def member(name: str, group: str, priority: str) -> dict[str, Any]:
-        body = pod(name, group)
+        body = bench_pod(name, group)
         body["spec"]["nodeSelector"] = node
         body["spec"]["priorityClassName"] = priority
         return body

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, group_pods, n_bound, podgroup, set_pod_quota
-from tests.e2e.test_controller import pooled_job
+from tests.e2e.test_controller import pooled_job, pooled_pod
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 
@@ -29,7 +29,11 @@ def test_workload_pods_applied_before_their_workload_wait_for_it(
     pool.add(1, gpus=8)
     ref = {"name": "late", "podGroup": "workers"}
     for i in range(2):
-        apply(cluster, gang_namespace, w.pod(f"worker-{i}", nodeSelector=pool.selector, workloadRef=ref))
+        apply(
+            cluster,
+            gang_namespace,
+            pooled_pod(f"worker-{i}", pool).pod_spec(workloadRef=ref).build(),
+        )
     eventually(
         lambda: any(e["reason"] == "WaitingForWorkload" for e in events(cluster, gang_namespace, "worker-0")),
         20,
@@ -48,7 +52,11 @@ def test_workload_pods_applied_before_their_workload_wait_for_it(
     pg = eventually(lambda: podgroup(cluster, gang_namespace, "late-workers"), 20, what="the PodGroup")
     assert pg["spec"]["minMember"] == 3
     stays(lambda: n_bound(cluster, gang_namespace, "late-workers") == 0, 2.0, what="2 of the declared 3 wait")
-    apply(cluster, gang_namespace, w.pod("worker-2", nodeSelector=pool.selector, workloadRef=ref))
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_pod("worker-2", pool).pod_spec(workloadRef=ref).build(),
+    )
     eventually(lambda: n_bound(cluster, gang_namespace, "late-workers") == 3, 30, what="3 bound together")
 
 
@@ -56,7 +64,7 @@ def test_a_job_linked_to_a_podgroup_applied_later_waits_for_its_size(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    job = pooled_job("late-group", 2, pool, template_labels={COSCHEDULING: "team"})
+    job = pooled_job("late-group", pool).parallelism(2).template_labels({COSCHEDULING: "team"}).build()
     apply(cluster, gang_namespace, job)
     eventually(lambda: len(group_pods(cluster, gang_namespace, "team")) == 2, 20, what="the Job's pods")
     stays(lambda: n_bound(cluster, gang_namespace, "team") == 0, 3.0, what="no PodGroup of the Job's guess")
@@ -74,7 +82,7 @@ def test_a_job_linked_to_a_podgroup_applied_later_waits_for_its_size(
     }
     apply(cluster, gang_namespace, group)
     stays(lambda: n_bound(cluster, gang_namespace, "team") == 0, 2.0, what="2 of the group's 3 wait")
-    second = pooled_job("late-group-2", 1, pool, template_labels={COSCHEDULING: "team"})
+    second = pooled_job("late-group-2", pool).parallelism(1).template_labels({COSCHEDULING: "team"}).build()
     apply(cluster, gang_namespace, second)
     eventually(lambda: n_bound(cluster, gang_namespace, "team") == 3, 30, what="3 bound together")
 
@@ -84,7 +92,7 @@ def test_a_users_later_podgroup_of_another_kind_replaces_phalanxs(
 ) -> None:
     pool.add(1, gpus=8)
     # Phalanx sizes the Job from its spec (3) and makes a PodGroup; 2 pods are allowed so far.
-    job = pooled_job("shadowed", 3, pool)
+    job = pooled_job("shadowed", pool).parallelism(3).build()
     set_pod_quota(cluster, gang_namespace, "two", 2)
     apply(cluster, gang_namespace, job)
     eventually(lambda: has_podgroup(cluster, gang_namespace, "shadowed"), 20, what="Phalanx's PodGroup")
@@ -107,7 +115,9 @@ def test_min_resources_hold_a_gang_that_fits_until_that_much_is_free(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     (node,) = pool.add(1, gpus=8)
-    blocker = w.pod("blocker", gpus=3, nodeSelector={"kubernetes.io/hostname": pool.hostname(node)})
+    blocker = (
+        builders.pod("blocker").gpus(3).node_selector({"kubernetes.io/hostname": pool.hostname(node)}).build()
+    )
     apply(cluster, gang_namespace, blocker)
     eventually(lambda: bound(cluster.kubectl_json("get", "pod", "blocker", "-n", gang_namespace)), 20)
     group = {
@@ -118,7 +128,7 @@ def test_min_resources_hold_a_gang_that_fits_until_that_much_is_free(
     }
     apply(cluster, gang_namespace, group)
     for i in range(2):  # 2 × 1 GPU fit in the 5 free; minResources asks for 8 free
-        member = w.pod(f"roomy-{i}", labels={COSCHEDULING: "roomy"}, nodeSelector=pool.selector)
+        member = pooled_pod(f"roomy-{i}", pool).labels({COSCHEDULING: "roomy"}).build()
         apply(cluster, gang_namespace, member)
     stays(lambda: n_bound(cluster, gang_namespace, "roomy") == 0, 3.0, what="held by minResources")
     status = podgroup(cluster, gang_namespace, "roomy")["status"]
@@ -141,7 +151,7 @@ def test_a_gang_that_could_never_run_once_complete_says_so_while_members_arrive(
     }
     apply(cluster, gang_namespace, group)
     for i in range(3):
-        member = w.pod(f"huge-{i}", labels={COSCHEDULING: "huge"}, nodeSelector=pool.selector)
+        member = pooled_pod(f"huge-{i}", pool).labels({COSCHEDULING: "huge"}).build()
         apply(cluster, gang_namespace, member)
 
     def reason() -> str:
@@ -157,7 +167,7 @@ def test_a_podgroup_deleted_under_a_running_gang_is_made_again_with_its_admissio
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, pooled_job("kept", 3, pool))
+    apply(cluster, gang_namespace, pooled_job("kept", pool).parallelism(3).build())
     eventually(lambda: n_bound(cluster, gang_namespace, "kept") == 3, 30, what="the gang runs")
     before = podgroup(cluster, gang_namespace, "kept")
     uids = {p["metadata"]["uid"] for p in group_pods(cluster, gang_namespace, "kept")}

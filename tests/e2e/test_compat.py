@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import (
     bound,
     events,
@@ -28,6 +28,7 @@ from tests.e2e.kube import (
     pods,
     set_pod_quota,
 )
+from tests.e2e.test_controller import pooled_pod
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
 from tests.localcluster.phalanx import Phalanx
@@ -290,9 +291,7 @@ def test_kai_child_group_never_starts_alone(
     apply_manifest(cluster, gang_namespace, "kai-hierarchy.yaml", pool)
 
     def child(name: str, i: int) -> dict[str, Any]:
-        return w.pod(
-            f"{name}-{i}", annotations={"scheduling.run.ai/pod-group": name}, nodeSelector=pool.selector
-        )
+        return pooled_pod(f"{name}-{i}", pool).annotations({"scheduling.run.ai/pod-group": name}).build()
 
     for i in range(2):
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(child("kai-child-a", i)))
@@ -323,8 +322,10 @@ def test_native_workload_api(
     pool.add(1, gpus=8)
     apply_manifest(cluster, gang_namespace, "workload-api.yaml", pool)
     for i in range(2):
-        member = w.pod(
-            f"worker-{i}", nodeSelector=pool.selector, workloadRef={"name": "train", "podGroup": "workers"}
+        member = (
+            pooled_pod(f"worker-{i}", pool)
+            .pod_spec(workloadRef={"name": "train", "podGroup": "workers"})
+            .build()
         )
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
     pg = eventually(
@@ -335,8 +336,8 @@ def test_native_workload_api(
     held_through_a_pass(
         cluster, phalanx, lambda: n_bound(cluster, gang_namespace, "train-workers") == 0, "2 of 3 wait"
     )
-    member = w.pod(
-        "worker-2", nodeSelector=pool.selector, workloadRef={"name": "train", "podGroup": "workers"}
+    member = (
+        pooled_pod("worker-2", pool).pod_spec(workloadRef={"name": "train", "podGroup": "workers"}).build()
     )
     cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
     eventually(lambda: n_bound(cluster, gang_namespace, "train-workers") == 3, 30, what="3 bound together")
@@ -355,7 +356,12 @@ def test_min_resources_are_checked_per_node(
 ) -> None:
     nodes = pool.add(3, gpus=4)
     for i, node in enumerate(nodes):  # 1 GPU taken on every node: 9 free in sum, 3 on each
-        blocker = w.pod(f"blocker-{i}", nodeSelector={"kubernetes.io/hostname": pool.hostname(node)})
+        blocker = (
+            builders.pod(f"blocker-{i}")
+            .gpus(1)
+            .node_selector({"kubernetes.io/hostname": pool.hostname(node)})
+            .build()
+        )
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(blocker))
     eventually(
         lambda: (
@@ -377,11 +383,11 @@ def test_min_resources_are_checked_per_node(
     }
     cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(manifest))
     for i in range(2):
-        member = w.pod(
-            f"wide-{i}",
-            gpus=4,
-            labels={"pod-group.scheduling.sigs.k8s.io/name": "wide"},
-            nodeSelector=pool.selector,
+        member = (
+            pooled_pod(f"wide-{i}", pool)
+            .gpus(4)
+            .labels({"pod-group.scheduling.sigs.k8s.io/name": "wide"})
+            .build()
         )
         cluster.kubectl("apply", "-n", gang_namespace, "-f", "-", input=json.dumps(member))
     # A cluster-wide sum (9 free >= 8) would admit it; no node has 4 free GPUs, so it waits.

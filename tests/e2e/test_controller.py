@@ -10,8 +10,8 @@ import json
 import time
 from typing import Any
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import (
     apply,
     bound,
@@ -28,10 +28,14 @@ from tests.localcluster import LocalCluster, procs
 from tests.localcluster.phalanx import Phalanx
 
 
-def pooled_job(name: str, parallelism: int, pool: NodePool, gpus: int = 1, **kwargs: Any) -> dict[str, Any]:
-    manifest = w.job(name, parallelism, gpus, **kwargs)
-    manifest["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
-    return manifest
+def pooled_job(name: str, pool: NodePool) -> builders.JobBuilder:
+    """A Job of one GPU per pod whose pods run in ``pool``."""
+    return builders.job(name).gpus(1).node_selector(pool.selector)
+
+
+def pooled_pod(name: str, pool: NodePool) -> builders.PodBuilder:
+    """A bare pod of one GPU that runs in ``pool``."""
+    return builders.pod(name).gpus(1).node_selector(pool.selector)
 
 
 def members(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:
@@ -46,9 +50,9 @@ def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, phalanx: Phalanx
 ) -> None:
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, pooled_job("first", 5, pool, run_for="8s"))
+    apply(cluster, gang_namespace, pooled_job("first", pool).parallelism(5).run_for("8s").build())
     time.sleep(0.5)
-    apply(cluster, gang_namespace, pooled_job("second", 5, pool, run_for="3s"))
+    apply(cluster, gang_namespace, pooled_job("second", pool).parallelism(5).run_for("3s").build())
 
     eventually(lambda: count_bound(cluster, gang_namespace, "first") == 5, 30, what="first gang bound whole")
     # The second gang waits whole: nothing of it is bound while the first one holds 5 of 8 GPUs.
@@ -85,7 +89,10 @@ def test_gang_larger_than_its_nodes_times_out_with_nothing_bound(
     apply(
         cluster,
         gang_namespace,
-        pooled_job("huge", 10, pool, template_annotations={"phalanx.io/schedule-timeout-seconds": "4"}),
+        pooled_job("huge", pool)
+        .parallelism(10)
+        .template_annotation("phalanx.io/schedule-timeout-seconds", "4")
+        .build(),
     )
     # The first reason may be "3 of 10 members exist" while the Job controller is still creating pods;
     # once all ten exist, the reason must name the shortfall.
@@ -110,7 +117,7 @@ def test_quota_that_lets_only_part_of_a_gang_exist_holds_everyone(
 ) -> None:
     pool.add(1, gpus=8)
     set_pod_quota(cluster, gang_namespace, "pods", 2)
-    apply(cluster, gang_namespace, pooled_job("acs", 3, pool))
+    apply(cluster, gang_namespace, pooled_job("acs", pool).parallelism(3).build())
     eventually(lambda: len(members(cluster, gang_namespace, "acs")) == 2, 30, what="2 of 3 pods created")
     held_through_a_pass(
         cluster, phalanx, lambda: count_bound(cluster, gang_namespace, "acs") == 0, "nothing admitted"
@@ -126,12 +133,11 @@ def test_statefulset_gang(
 ) -> None:
     """4 replicas of 2 GPUs with 6 of 8 GPUs free: three would fit one by one, the gang does not."""
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, w.pod("blocker", gpus=2, nodeSelector=pool.selector))
+    apply(cluster, gang_namespace, pooled_pod("blocker", pool).gpus(2).build())
     eventually(
         lambda: bound(cluster.kubectl_json("get", "pod", "blocker", "-n", gang_namespace)), 20, what="blocker"
     )
-    sts = w.statefulset("ranks", replicas=4, gpus=2)
-    sts["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    sts = builders.statefulset("ranks").replicas(4).gpus(2).node_selector(pool.selector).build()
     apply(cluster, gang_namespace, sts)
 
     def replicas() -> list[dict[str, Any]]:
@@ -153,7 +159,7 @@ def test_members_are_pinned_by_node_name_where_the_hostname_label_differs(
     """Pool nodes carry kubernetes.io/hostname=host-<name>: a pin on the hostname label would leave
     every admitted member unschedulable. The pin names the node and keeps the member's own terms."""
     nodes = pool.add(2, gpus=4)
-    manifest = pooled_job("pinned", 6, pool, gpus=1)
+    manifest = pooled_job("pinned", pool).parallelism(6).build()
     own_terms = [{"matchExpressions": [{"key": NodePool.LABEL, "operator": "In", "values": [pool.name]}]}]
     manifest["spec"]["template"]["spec"]["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": own_terms}}
@@ -185,8 +191,13 @@ def test_chief_pod_and_worker_statefulset_share_one_podgroup(
         },
     )
     link = {"pod-group.scheduling.sigs.k8s.io/name": "tf"}
-    workers = w.statefulset("tf-worker", replicas=3, labels=link)
-    workers["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    workers = (
+        builders.statefulset("tf-worker")
+        .replicas(3)
+        .gpus(1)
+        .template_labels(link)
+        .node_selector(pool.selector)
+    ).build()
     apply(cluster, gang_namespace, workers)
     held_through_a_pass(
         cluster,
@@ -198,7 +209,11 @@ def test_chief_pod_and_worker_statefulset_share_one_podgroup(
         ),
         "3 workers wait for the chief",
     )
-    apply(cluster, gang_namespace, w.pod("tf-chief", labels=link, nodeSelector=pool.selector))
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_pod("tf-chief", pool).labels(link).build(),
+    )
     eventually(
         lambda: sum(1 for p in pods(cluster, gang_namespace, "phalanx.io/pod-group=tf") if bound(p)) == 4,
         30,
@@ -225,7 +240,7 @@ def test_elastic_gang_starts_its_minimum_together_and_never_exceeds_max_member(
     )
     # Not gang members: they hold 3 of the 4 GPUs.
     for name, gpus in (("big", 2), ("small", 1)):
-        apply(cluster, gang_namespace, w.pod(name, gpus=gpus, nodeSelector=pool.selector))
+        apply(cluster, gang_namespace, pooled_pod(name, pool).gpus(gpus).build())
     eventually(
         lambda: (
             all(bound(p) for p in pods(cluster, gang_namespace, "!job-name"))
@@ -237,7 +252,10 @@ def test_elastic_gang_starts_its_minimum_together_and_never_exceeds_max_member(
     apply(
         cluster,
         gang_namespace,
-        pooled_job("elastic", 5, pool, template_labels={"scheduling.x-k8s.io/pod-group": "elastic"}),
+        pooled_job("elastic", pool)
+        .parallelism(5)
+        .template_labels({"scheduling.x-k8s.io/pod-group": "elastic"})
+        .build(),
     )
     eventually(lambda: len(members(cluster, gang_namespace, "elastic")) == 5, 30, what="5 members")
 
@@ -271,7 +289,7 @@ def test_job_retry_replacement_is_admitted_without_a_new_gang(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, pooled_job("retry", 4, pool))
+    apply(cluster, gang_namespace, pooled_job("retry", pool).parallelism(4).build())
     eventually(lambda: count_bound(cluster, gang_namespace, "retry") == 4, 30, what="gang running")
     before = {p["metadata"]["uid"] for p in members(cluster, gang_namespace, "retry")}
     victim = members(cluster, gang_namespace, "retry")[0]["metadata"]
@@ -307,7 +325,7 @@ def test_controller_killed_mid_admission_finishes_every_gang(
         for round_ in range(3):
             phalanx.stop_controller(kill=True)
             name, rival = f"crash-{round_}", f"rival-{round_}"
-            apply(cluster, gang_namespace, pooled_job(name, 32, pool, gpus=1))
+            apply(cluster, gang_namespace, pooled_job(name, pool).parallelism(32).build())
             eventually(
                 lambda name=name: len(members(cluster, gang_namespace, name)) == 32, 30, what="32 gated"
             )
@@ -320,7 +338,7 @@ def test_controller_killed_mid_admission_finishes_every_gang(
             )
             phalanx.stop_controller(kill=True)
             lifted = sum(1 for p in members(cluster, gang_namespace, name) if not gated(p))
-            rival_job = pooled_job(rival, 4, pool, gpus=1)
+            rival_job = pooled_job(rival, pool).parallelism(4).build()
             rival_job["spec"]["template"]["spec"]["priorityClassName"] = classes["never"]
             apply(cluster, gang_namespace, rival_job)
             eventually(
@@ -362,7 +380,7 @@ def test_a_large_gang_has_each_gate_lifted_once(
     """The pass after an admission often runs before the watch has delivered the lifts; it must
     not take the members it still sees gated for a half-finished admission and patch them again."""
     pool.add(24, gpus=8)
-    apply(cluster, gang_namespace, pooled_job("wide", 192, pool))
+    apply(cluster, gang_namespace, pooled_job("wide", pool).parallelism(192).build())
     eventually(lambda: count_bound(cluster, gang_namespace, "wide") == 192, 60, what="192 bound together")
     log = (phalanx.dir / "controller.log").read_text()
     lifted_again = [
@@ -385,7 +403,7 @@ def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
     standby_port = procs.free_port()
     standby = phalanx.spawn_controller(standby_port, log_name="controller-standby")
     try:
-        apply(cluster, gang_namespace, pooled_job("led", 4, pool))
+        apply(cluster, gang_namespace, pooled_job("led", pool).parallelism(4).build())
         eventually(
             lambda: count_bound(cluster, gang_namespace, "led") == 4, 30, what="admitted by the leader"
         )
@@ -394,7 +412,7 @@ def test_a_standby_replica_never_admits_and_takes_over_when_the_leader_dies(
         leader = lease["spec"]["holderIdentity"]
 
         phalanx.stop_controller(kill=True)  # the leader dies without releasing its lease
-        apply(cluster, gang_namespace, pooled_job("after", 4, pool))
+        apply(cluster, gang_namespace, pooled_job("after", pool).parallelism(4).build())
         eventually(
             lambda: count_bound(cluster, gang_namespace, "after") == 4, 40, what="the standby took over"
         )
@@ -418,7 +436,10 @@ def test_schedule_timeout_with_release_suspends_the_job_and_says_so(
         apply(
             cluster,
             gang_namespace,
-            pooled_job("toobig", 10, pool, template_annotations={"phalanx.io/schedule-timeout-seconds": "3"}),
+            pooled_job("toobig", pool)
+            .parallelism(10)
+            .template_annotation("phalanx.io/schedule-timeout-seconds", "3")
+            .build(),
         )
         eventually(
             lambda: cluster.kubectl_json("get", "job", "toobig", "-n", gang_namespace)["spec"].get("suspend"),
@@ -474,10 +495,10 @@ def test_events_keep_their_count_across_a_failover(
     over reads its predecessor's Event back, neither repeats it nor starts a second one, and counts
     the next change of reason on it."""
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, pooled_job("hog", 1, pool, gpus=8))
+    apply(cluster, gang_namespace, pooled_job("hog", pool).parallelism(1).gpus(8).build())
     eventually(lambda: count_bound(cluster, gang_namespace, "hog") == 1, 30, what="the hog runs")
     set_pod_quota(cluster, gang_namespace, "pods", 3)  # the hog and 2 of the waiter's 3 members
-    apply(cluster, gang_namespace, pooled_job("waiter", 3, pool))
+    apply(cluster, gang_namespace, pooled_job("waiter", pool).parallelism(3).build())
     [first] = eventually(
         lambda: waiting_events(cluster, gang_namespace, "waiter"), 30, what="a Waiting Event"
     )
@@ -553,7 +574,11 @@ def test_a_gang_whose_failed_members_leave_too_few_says_members_failed(
         },
     )
     for i in range(2):
-        apply(cluster, gang_namespace, w.pod(f"pair-{i}", labels=link, nodeSelector=pool.selector))
+        apply(
+            cluster,
+            gang_namespace,
+            pooled_pod(f"pair-{i}", pool).labels(link).build(),
+        )
     eventually(
         lambda: podgroup(cluster, gang_namespace, "pair").get("status", {}).get("running") == 2,
         30,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.conftest import NodePool, _namespace
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, gated, held_through_a_pass, podgroup, pods
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
@@ -36,11 +36,10 @@ def native_gang_job(
         "metadata": {"name": name},
         "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
     }
-    job = w.job(name, size, run_for=run_for)
-    job["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": name}
+    job = builders.job(name).parallelism(size).gpus(1).run_for(run_for).scheduling_group(name)
     if pool is not None:
-        job["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
-    return [group, job]
+        job.node_selector(pool.selector)
+    return [group, job.build()]
 
 
 def live(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:
@@ -130,8 +129,10 @@ def test_a_job_whose_podgroup_the_job_controller_made_is_one_gang(
     cluster, phalanx = job_cluster
     ns = next(namespaces := _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"}))
     gang = {"schedulingPolicy": {"gang": {"minCount": 5}}}
-    apply(cluster, ns, w.job("first", 5, run_for="8s", scheduling=gang))
-    apply(cluster, ns, w.job("second", 5, run_for="2s", scheduling=gang))
+    for name, run_for in (("first", "8s"), ("second", "2s")):
+        apply(
+            cluster, ns, builders.job(name).parallelism(5).gpus(1).run_for(run_for).scheduling(gang).build()
+        )
     eventually(lambda: bound_or_done(cluster, ns, "first") == 5, 90, what="first Job bound whole")
     members = live(cluster, ns, "first")
     native = {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in members}

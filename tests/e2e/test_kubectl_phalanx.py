@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, podgroup
 from tests.e2e.test_controller import count_bound, pooled_job
 from tests.e2e.waiting import eventually, stays
@@ -54,12 +54,12 @@ def as_json(cluster: LocalCluster, *args: str) -> Any:
 def eight_gpus_wanted_five_free(cluster: LocalCluster, ns: str, pool: NodePool) -> str:
     """One 8-GPU node with a 3-GPU gang running on it, and an 8-GPU gang waiting."""
     [node] = pool.add(1, gpus=8)
-    apply(cluster, ns, pooled_job("low", 3, pool))
+    apply(cluster, ns, pooled_job("low", pool).parallelism(3).build())
     eventually(lambda: count_bound(cluster, ns, "low") == 3, 30, what="low gang running")
     # creationTimestamp has whole seconds: a later second makes "big" the younger gang, behind "low"
     # in the order (in the same second the name would decide).
     time.sleep(1.1)
-    apply(cluster, ns, pooled_job("big", 8, pool))
+    apply(cluster, ns, pooled_job("big", pool).parallelism(8).build())
     eventually(
         lambda: podgroup(cluster, ns, "big").get("status", {}).get("reason") == "InsufficientCapacity",
         30,
@@ -131,15 +131,15 @@ def test_audit_flags_what_would_never_start_and_exits_non_zero(
 ) -> None:
     pool.add(1, gpus=8)
     # Not opted in: this Job just runs, on 1 of the 8 GPUs.
-    apply(cluster, namespace, pooled_job("busy", 1, pool))
+    apply(cluster, namespace, pooled_job("busy", pool).parallelism(1).build())
     eventually(lambda: count_bound(cluster, namespace, "busy") == 1, 30, what="busy pod running")
     # Suspended: the audit reads specs; nothing needs to run.
     for name, size in (("fits", 2), ("huge", 12), ("slow", 8)):
-        job = pooled_job(name, size, pool, suspend=True)
+        job = pooled_job(name, pool).parallelism(size).suspend().build()
         if name == "slow":
             job["spec"]["activeDeadlineSeconds"] = 600
         apply(cluster, namespace, job)
-    apply(cluster, namespace, w.statefulset("db", 2, gpus=0))
+    apply(cluster, namespace, builders.statefulset("db").replicas(2).build())
 
     result = kubectl_phalanx(cluster, "audit", "-n", namespace, "-o", "json")
     assert result.returncode == 1, result.stderr

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared import constants as c
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import GROUP_LABEL, apply, bound, gated, podgroup, pods
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
@@ -19,11 +19,10 @@ HOLD = 7.0
 
 
 def pooled_job(name: str, parallelism: int, pool: NodePool, opted_in: bool) -> dict[str, Any]:
-    manifest = w.job(name, parallelism, gpus=1)
-    manifest["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    manifest = builders.job(name).parallelism(parallelism).gpus(1).node_selector(pool.selector)
     if opted_in:
-        manifest["metadata"]["labels"] = {c.OPT_IN_LABEL: c.OPT_IN_VALUE}
-    return manifest
+        manifest.label(c.OPT_IN_LABEL, c.OPT_IN_VALUE)
+    return manifest.build()
 
 
 def live(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:

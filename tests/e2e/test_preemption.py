@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, held_through_a_pass, podgroup, pods
-from tests.e2e.test_controller import count_bound, members, pooled_job
+from tests.e2e.test_controller import count_bound, members, pooled_job, pooled_pod
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 from tests.localcluster.phalanx import Phalanx
@@ -25,10 +24,16 @@ def test_high_priority_gang_evicts_a_whole_low_gang_which_runs_again_later(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str]
 ) -> None:
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, prioritised(pooled_job("low", 8, pool), classes["low"]))
+    apply(
+        cluster, gang_namespace, prioritised(pooled_job("low", pool).parallelism(8).build(), classes["low"])
+    )
     eventually(lambda: count_bound(cluster, gang_namespace, "low") == 8, 30, what="low gang fills the node")
 
-    apply(cluster, gang_namespace, prioritised(pooled_job("urgent", 4, pool, run_for="6s"), classes["high"]))
+    apply(
+        cluster,
+        gang_namespace,
+        prioritised(pooled_job("urgent", pool).parallelism(4).run_for("6s").build(), classes["high"]),
+    )
     # Never half: pods are deleted one API call at a time, so a partial count can flash by while the
     # victim goes, but the low gang is never left running partly.
     deadline = time.monotonic() + 30
@@ -55,9 +60,15 @@ def test_preemption_policy_never_evicts_nothing(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str]
 ) -> None:
     pool.add(1, gpus=8)
-    apply(cluster, gang_namespace, prioritised(pooled_job("low", 8, pool), classes["low"]))
+    apply(
+        cluster, gang_namespace, prioritised(pooled_job("low", pool).parallelism(8).build(), classes["low"])
+    )
     eventually(lambda: count_bound(cluster, gang_namespace, "low") == 8, 30, what="low gang running")
-    apply(cluster, gang_namespace, prioritised(pooled_job("polite", 4, pool), classes["never"]))
+    apply(
+        cluster,
+        gang_namespace,
+        prioritised(pooled_job("polite", pool).parallelism(4).build(), classes["never"]),
+    )
     stays(
         lambda: (
             count_bound(cluster, gang_namespace, "low") == 8
@@ -74,9 +85,9 @@ def test_protected_victims_are_never_evicted(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str], protection: str
 ) -> None:
     pool.add(2, gpus=8)
-    low = prioritised(pooled_job("guarded", 8, pool), classes["low"])
+    guarded = pooled_job("guarded", pool).parallelism(8)
     if protection == "marker":
-        low["metadata"]["annotations"]["phalanx.io/preemptible"] = "false"
+        guarded.annotation("phalanx.io/preemptible", "false")
     else:
         apply(
             cluster,
@@ -88,7 +99,7 @@ def test_protected_victims_are_never_evicted(
                 "spec": {"minAvailable": 8, "selector": {"matchLabels": {"job-name": "guarded"}}},
             },
         )
-    apply(cluster, gang_namespace, low)
+    apply(cluster, gang_namespace, prioritised(guarded.build(), classes["low"]))
     eventually(
         lambda: count_bound(cluster, gang_namespace, "guarded") == 8, 30, what="protected gang running"
     )
@@ -105,9 +116,15 @@ def test_protected_victims_are_never_evicted(
         )
     # A gang just like it but unprotected fills the other node: the positive control. Preemption
     # works here, and it takes the unprotected gang, never the protected one.
-    apply(cluster, gang_namespace, prioritised(pooled_job("open", 8, pool), classes["low"]))
+    apply(
+        cluster, gang_namespace, prioritised(pooled_job("open", pool).parallelism(8).build(), classes["low"])
+    )
     eventually(lambda: count_bound(cluster, gang_namespace, "open") == 8, 30, what="open gang running")
-    apply(cluster, gang_namespace, prioritised(pooled_job("urgent", 4, pool), classes["high"]))
+    apply(
+        cluster,
+        gang_namespace,
+        prioritised(pooled_job("urgent", pool).parallelism(4).build(), classes["high"]),
+    )
 
     def guarded_untouched() -> bool:
         return count_bound(cluster, gang_namespace, "guarded") == 8 and not any(
@@ -144,8 +161,10 @@ def test_stream_of_small_gangs_does_not_starve_a_big_one(
         # 1-GPU gangs keep arriving and each runs 4 s: without a reservation there would always be
         # a few GPUs busy and the 16-GPU gang would wait forever.
         for i in range(4):
-            apply(cluster, gang_namespace, pooled_job(f"small-{i}", 1, pool, run_for="4s"))
-        apply(cluster, gang_namespace, pooled_job("big", 16, pool, run_for="5s"))
+            apply(
+                cluster, gang_namespace, pooled_job(f"small-{i}", pool).parallelism(1).run_for("4s").build()
+            )
+        apply(cluster, gang_namespace, pooled_job("big", pool).parallelism(16).run_for("5s").build())
         started = time.monotonic()
         i = 4
         # An Event keeps only its reason's latest message (Events are counted per object and
@@ -153,7 +172,9 @@ def test_stream_of_small_gangs_does_not_starve_a_big_one(
         held_back: set[str] = set()
         while count_bound(cluster, gang_namespace, "big") < 16:
             assert time.monotonic() - started < 60, "the 16-GPU gang starved"
-            apply(cluster, gang_namespace, pooled_job(f"small-{i}", 1, pool, run_for="4s"))
+            apply(
+                cluster, gang_namespace, pooled_job(f"small-{i}", pool).parallelism(1).run_for("4s").build()
+            )
             i += 1
             held_back |= _held_back_by_a_reservation(cluster, gang_namespace)
             time.sleep(0.7)
@@ -191,13 +212,15 @@ def bare_victims_and_a_preemptor(
         },
     )
     for i in range(2):
-        victim = w.pod(f"victim-{i}", gpus=4, labels={VICTIM_LINK: "victim"}, nodeSelector=pool.selector)
+        victim = pooled_pod(f"victim-{i}", pool).gpus(4).labels({VICTIM_LINK: "victim"}).build()
         victim["spec"]["priorityClassName"] = classes["low"]
         apply(cluster, ns, victim)
     eventually(
         lambda: sum(map(bound, pods(cluster, ns, f"{VICTIM_LINK}=victim"))) == 2, 30, what="victims run"
     )
-    apply(cluster, ns, prioritised(pooled_job("urgent", 2, pool, gpus=4), classes["high"]))
+    apply(
+        cluster, ns, prioritised(pooled_job("urgent", pool).parallelism(2).gpus(4).build(), classes["high"])
+    )
 
 
 def restarted_controller(phalanx: Phalanx, env: dict[str, str]) -> None:

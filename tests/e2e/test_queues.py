@@ -95,7 +95,7 @@ def test_a_team_borrows_idle_gpus_and_gives_back_its_youngest_borrowed_gang_whol
     team_b = make_queue("team-b", quota=4)
     label_namespace(cluster, gang_namespace, team_a)
     for i in range(4):
-        apply(cluster, gang_namespace, pooled_job(f"a{i}", 2, pool))
+        apply(cluster, gang_namespace, pooled_job(f"a{i}", pool).parallelism(2).build())
         eventually(lambda i=i: count_bound(cluster, gang_namespace, f"a{i}") == 2, 30, what=f"a{i} runs")
         time.sleep(1.1)  # distinct start times (seconds): a3 is the youngest
     eventually(
@@ -107,7 +107,7 @@ def test_a_team_borrows_idle_gpus_and_gives_back_its_youngest_borrowed_gang_whol
     assert "8/4/4" in table, table  # GPUs used / fair share (weight 0: its quota) / quota
 
     # Team B's gang links its queue the Kueue way, with a label on the Job.
-    job_b = pooled_job("b", 2, pool)
+    job_b = pooled_job("b", pool).parallelism(2).build()
     job_b["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": team_b}
     apply(cluster, other_gang_namespace, job_b)
     # The Job controller deletes a suspended Job's pods one API call at a time, so a3 may be seen
@@ -155,10 +155,10 @@ def test_limits_of_a_queue_and_of_its_parent_block_gangs_although_gpus_are_free(
     label_namespace(cluster, gang_namespace, t1)
     label_namespace(cluster, other_gang_namespace, t2)
 
-    apply(cluster, gang_namespace, pooled_job("first", 3, pool))
+    apply(cluster, gang_namespace, pooled_job("first", pool).parallelism(3).build())
     eventually(lambda: count_bound(cluster, gang_namespace, "first") == 3, 30, what="3 GPUs in t1")
-    apply(cluster, gang_namespace, pooled_job("second", 1, pool))
-    apply(cluster, other_gang_namespace, pooled_job("sibling", 2, pool))
+    apply(cluster, gang_namespace, pooled_job("second", pool).parallelism(1).build())
+    apply(cluster, other_gang_namespace, pooled_job("sibling", pool).parallelism(2).build())
     eventually(
         lambda: (
             status_of(cluster, gang_namespace, "second")[0] == "QueueLimit"

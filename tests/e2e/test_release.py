@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from deploy.release import chart, manifests
+from tests import builders
 from tests.conftest import _namespace
 from tests.e2e.kube import apply, bound, gated, podgroup, pods
 from tests.e2e.test_kubectl_phalanx import kubectl_phalanx
 from tests.e2e.waiting import eventually
-from tests.e2e.workloads import job
 from tests.localcluster import LocalCluster
 from tests.localcluster.cluster import ClusterConfig
 from tests.localcluster.fleet import FleetSpec
@@ -171,7 +171,7 @@ def test_phalanx_gangs_live_in_the_other_projects_podgroups(bare_cluster: LocalC
         phalanx.up()
         namespaces = _namespace(bare_cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"})
         ns = next(namespaces)
-        apply(bare_cluster, ns, job("pair", parallelism=2, gpus=4))
+        apply(bare_cluster, ns, builders.job("pair").parallelism(2).gpus(4).build())
 
         def admitted() -> bool:
             members = pods(bare_cluster, ns, "job-name=pair")

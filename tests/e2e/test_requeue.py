@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, podgroup
 from tests.e2e.test_controller import count_bound, members, pooled_job
 from tests.e2e.waiting import eventually
@@ -48,11 +48,13 @@ def test_a_rollback_suspends_the_job_instead_of_deleting_its_pods(
     # host port is taken; Phalanx's plan does not model host ports, so it admits the gang and the
     # bind timeout (20 s here) rolls it back.
     port = {"containerPort": 7000, "hostPort": 7000}
-    blocker = w.pod("port-holder", gpus=0, nodeSelector={"kubernetes.io/hostname": pool.hostname(nodes[0])})
+    blocker = (
+        builders.pod("port-holder").node_selector({"kubernetes.io/hostname": pool.hostname(nodes[0])}).build()
+    )
     blocker["spec"]["containers"][0]["ports"] = [port]
     apply(cluster, gang_namespace, blocker)
     eventually(lambda: bound(cluster.kubectl_json("get", "pod", "port-holder", "-n", gang_namespace)), 20)
-    manifest = pooled_job("ported", 2, pool, gpus=8)
+    manifest = pooled_job("ported", pool).parallelism(2).gpus(8).build()
     manifest["spec"]["template"]["spec"]["containers"][0]["ports"] = [port]
     apply(cluster, gang_namespace, manifest)
     eventually(
@@ -79,7 +81,7 @@ def test_a_running_gang_that_falls_apart_is_reported_and_requeued_whole(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     nodes = pool.add(2, gpus=4)
-    apply(cluster, gang_namespace, pooled_job("pair", 2, pool, gpus=4))
+    apply(cluster, gang_namespace, pooled_job("pair", pool).parallelism(2).gpus(4).build())
     eventually(lambda: count_bound(cluster, gang_namespace, "pair") == 2, 30, what="the pair runs")
     lost = next(p for p in members(cluster, gang_namespace, "pair") if p["spec"]["nodeName"] == nodes[0])
     # The node is drained: its member goes and its replacement has nowhere to go.
@@ -134,5 +136,5 @@ def test_a_restarted_leader_takes_its_own_lease_back_at_once(
     # process meant): same holder, no transition. How fast: tests/bench/bench_failover.py.
     assert after["spec"]["holderIdentity"] == before["spec"]["holderIdentity"]
     assert after["spec"].get("leaseTransitions") == before["spec"].get("leaseTransitions")
-    apply(cluster, gang_namespace, pooled_job("after-restart", 4, pool))
+    apply(cluster, gang_namespace, pooled_job("after-restart", pool).parallelism(4).build())
     eventually(lambda: count_bound(cluster, gang_namespace, "after-restart") == 4, 30, what="admitting again")

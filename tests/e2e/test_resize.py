@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, gated, podgroup, pods
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
@@ -28,8 +28,7 @@ def test_a_job_shrunk_while_it_waits_starts_at_its_new_size(
 ) -> None:
     ns, selector = gang_namespace, "job-name=shrink"
     pool.add(1, gpus=3)
-    job = w.job("shrink", parallelism=5, completions=5)
-    job["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    job = builders.job("shrink").parallelism(5).gpus(1).node_selector(pool.selector).build()
     apply(cluster, ns, job)
     eventually(lambda: len(live(cluster, ns, selector)) == 5, 30, what="5 gated pods")
     # 5 GPUs asked of a 3-GPU pool: it can never start at this size, and says so.
@@ -52,8 +51,7 @@ def test_the_pods_a_statefulset_scale_up_adds_start_together(
 ) -> None:
     ns, selector = gang_namespace, "app=grow"
     pool.add(1, gpus=3)
-    sts = w.statefulset("grow", replicas=2)
-    sts["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
+    sts = builders.statefulset("grow").replicas(2).gpus(1).node_selector(pool.selector).build()
     apply(cluster, ns, sts)
     eventually(
         lambda: (found := live(cluster, ns, selector)) and len(found) == 2 and all(bound(p) for p in found),

@@ -60,7 +60,7 @@ def refused(result: Any, message: str) -> bool:
 def waiting_gang(cluster: LocalCluster, namespace: str, pool: NodePool, name: str) -> list[dict[str, Any]]:
     """A Job of 4 members needing 16 GPUs where the pool has 8: gated, and never admitted."""
     pool.add(1, gpus=8)
-    apply(cluster, namespace, pooled_job(name, 4, pool, gpus=4))
+    apply(cluster, namespace, pooled_job(name, pool).parallelism(4).gpus(4).build())
 
     def all_gated() -> list[dict[str, Any]] | None:
         got = members(cluster, namespace, name)

@@ -10,9 +10,8 @@ from shared.constants import QUEUE_LABEL as QUEUE
 from shared.constants import SKIP
 from shared.constants import SKIP_ALLOWED_LABEL as SKIP_ALLOWED
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import apply, bound, events, gated, podgroup
-from tests.e2e.test_controller import count_bound, members, pooled_job
+from tests.e2e.test_controller import count_bound, members, pooled_job, pooled_pod
 from tests.e2e.test_preemption import prioritised
 from tests.e2e.test_queues import MakeQueue, label_namespace, make_queue, queue_status, status_of
 from tests.e2e.test_security import refused, tenant
@@ -48,7 +47,7 @@ def test_a_podgroup_priority_evicts_no_other_namespace(
     classes: dict[str, str],
 ) -> None:
     pool.add(1, gpus=8)
-    apply(cluster, other_gang_namespace, pooled_job("victim", 8, pool))
+    apply(cluster, other_gang_namespace, pooled_job("victim", pool).parallelism(8).build())
     eventually(lambda: count_bound(cluster, other_gang_namespace, "victim") == 8, 30, what="victim running")
 
     # The tenant claims the highest priority on its own PodGroup, and the class of the other one.
@@ -59,7 +58,7 @@ def test_a_podgroup_priority_evicts_no_other_namespace(
         "spec": {"minMember": 4, "priority": 1_000_000_000, "priorityClassName": classes["high"]},
     }
     apply(cluster, gang_namespace, claim)
-    apply(cluster, gang_namespace, pooled_job("claim", 4, pool))
+    apply(cluster, gang_namespace, pooled_job("claim", pool).parallelism(4).build())
     eventually(lambda: len(members(cluster, gang_namespace, "claim")) == 4, 30, what="4 gated members")
     stays(
         lambda: (
@@ -72,7 +71,11 @@ def test_a_podgroup_priority_evicts_no_other_namespace(
     assert podgroup(cluster, gang_namespace, "claim")["status"]["reason"] == "InsufficientCapacity"
 
     # The control: pods that carry the class (which Kubernetes governs) do preempt.
-    apply(cluster, gang_namespace, prioritised(pooled_job("governed", 4, pool), classes["high"]))
+    apply(
+        cluster,
+        gang_namespace,
+        prioritised(pooled_job("governed", pool).parallelism(4).build(), classes["high"]),
+    )
     eventually(
         lambda: count_bound(cluster, gang_namespace, "governed") == 4, 40, what="governed gang admitted"
     )
@@ -116,9 +119,9 @@ def test_skipping_phalanx_in_a_namespace_bound_to_a_queue_is_refused_and_a_permi
     team = make_queue("team", limit=2)
     label_namespace(cluster, gang_namespace, team)
     who = tenant(cluster, gang_namespace)
-    skipping_job = pooled_job("escape", 2, pool, gpus=2, template_labels={SKIP: "true"})
+    skipping_job = pooled_job("escape", pool).parallelism(2).gpus(2).template_labels({SKIP: "true"}).build()
     skipping_job["metadata"]["labels"] = {SKIP: "true"}
-    skipping_pod = w.pod("bare", gpus=4, annotations={SKIP: "true"}, nodeSelector=pool.selector)
+    skipping_pod = pooled_pod("bare", pool).gpus(4).annotations({SKIP: "true"}).build()
     why = (
         f"phalanx.io/skip is not allowed in namespace {gang_namespace}, which is bound to queue {team}: "
         "its workloads are gang-scheduled in that queue"
@@ -133,7 +136,7 @@ def test_skipping_phalanx_in_a_namespace_bound_to_a_queue_is_refused_and_a_permi
     apply(
         cluster,
         other_gang_namespace,
-        w.pod("free", gpus=1, annotations={SKIP: "true"}, nodeSelector=pool.selector),
+        pooled_pod("free", pool).annotations({SKIP: "true"}).build(),
     )
     eventually(
         lambda: bound(pod_named(cluster, other_gang_namespace, "free")), 30, what="a skip elsewhere runs"
@@ -155,7 +158,7 @@ def test_skipping_phalanx_in_a_namespace_bound_to_a_queue_is_refused_and_a_permi
         what="the queue charged with the 4 GPUs run outside Phalanx",
     )
     assert queue_status(cluster, team)["allocated"][GPU] == "4"
-    apply(cluster, gang_namespace, pooled_job("gang", 1, pool))
+    apply(cluster, gang_namespace, pooled_job("gang", pool).parallelism(1).build())
     eventually(
         lambda: status_of(cluster, gang_namespace, "gang")[0] == "QueueLimit", 30, what="the gang waits"
     )
@@ -179,7 +182,7 @@ def test_a_queue_the_namespace_was_not_granted_is_refused_at_apply_or_by_the_con
     who = tenant(cluster, gang_namespace)
 
     # Bound to team A, a tenant names team B's queue: the apply fails, naming what it may use.
-    foreign = pooled_job("foreign", 2, pool)
+    foreign = pooled_job("foreign", pool).parallelism(2).build()
     foreign["metadata"]["labels"] = {QUEUE: team_b}
     why = f"queue {team_b} is not granted to namespace {gang_namespace}; it may use {team_a}"
     assert refused(as_tenant_apply(cluster, gang_namespace, who, foreign), why)
@@ -193,7 +196,7 @@ def test_a_queue_the_namespace_was_not_granted_is_refused_at_apply_or_by_the_con
 
     # In a namespace bound to no queue, team A's queue (granted to another namespace) is not
     # free for the taking: the controller keeps the gang waiting and says why; team A is not charged.
-    taker = pooled_job("taker", 2, pool)
+    taker = pooled_job("taker", pool).parallelism(2).build()
     taker["metadata"]["labels"] = {QUEUE: team_a}
     apply(cluster, other_gang_namespace, taker)
     eventually(
@@ -243,7 +246,7 @@ def test_a_resource_quota_scoped_to_a_priority_class_keeps_a_namespace_from_usin
     }
     apply(cluster, gang_namespace, quota)
     who = tenant(cluster, gang_namespace)
-    pod = w.pod("urgent", gpus=1, nodeSelector=pool.selector, priorityClassName=classes["high"])
+    pod = pooled_pod("urgent", pool).pod_spec(priorityClassName=classes["high"]).build()
     eventually(
         lambda: refused(
             as_tenant_apply(cluster, gang_namespace, who, pod), "exceeded quota: no-high-priority"
@@ -252,5 +255,5 @@ def test_a_resource_quota_scoped_to_a_priority_class_keeps_a_namespace_from_usin
         what="the quota in force",
     )
     # Its ordinary classes stay usable.
-    ordinary = w.pod("ordinary", gpus=1, nodeSelector=pool.selector, priorityClassName=classes["low"])
+    ordinary = pooled_pod("ordinary", pool).pod_spec(priorityClassName=classes["low"]).build()
     assert as_tenant_apply(cluster, gang_namespace, who, ordinary).returncode == 0

@@ -13,9 +13,10 @@ from typing import Any
 import orjson
 import pytest
 
+from tests import builders
 from tests.conftest import NodePool
-from tests.e2e import workloads as w
 from tests.e2e.kube import GROUP_LABEL, apply, bound, gated, pods
+from tests.e2e.test_controller import pooled_pod
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 from tests.localcluster.phalanx import Phalanx
@@ -33,7 +34,7 @@ def controller_paused(phalanx: Phalanx) -> Iterator[None]:
 def test_job_members_are_gated_and_labelled(
     cluster: LocalCluster, gang_namespace: str, namespace: str
 ) -> None:
-    job = w.job("train", parallelism=4, gpus=1)
+    job = builders.job("train").parallelism(4).gpus(1).build()
     apply(cluster, gang_namespace, job)
     members = eventually(
         lambda: (found := pods(cluster, gang_namespace, "job-name=train")) and len(found) == 4 and found,
@@ -65,7 +66,7 @@ def test_job_members_are_gated_and_labelled(
 def test_statefulset_becomes_parallel_and_every_replica_is_gated(
     cluster: LocalCluster, gang_namespace: str
 ) -> None:
-    warnings = apply(cluster, gang_namespace, w.statefulset("ranks", replicas=3))
+    warnings = apply(cluster, gang_namespace, builders.statefulset("ranks").replicas(3).gpus(1).build())
     assert "phalanx" in warnings and "Parallel" in warnings, warnings
     stored = cluster.kubectl_json("get", "statefulset", "ranks", "-n", gang_namespace)
     assert stored["spec"]["podManagementPolicy"] == "Parallel"
@@ -83,7 +84,7 @@ def test_a_statefulset_manifest_saying_ordered_ready_can_be_applied_again(
 ) -> None:
     """The field cannot change after creation: without the UPDATE hook the API server refused the
     second apply of the very same manifest (server-side and client-side alike)."""
-    manifest = w.statefulset("ordered", replicas=2, podManagementPolicy="OrderedReady")
+    manifest = builders.statefulset("ordered").replicas(2).gpus(1).policy("OrderedReady").build()
     apply(cluster, gang_namespace, manifest)
     manifest["spec"]["replicas"] = 3  # and a real change with it
     warnings = apply(cluster, gang_namespace, manifest)
@@ -112,7 +113,7 @@ def test_mpijob_templates_are_mutated(cluster: LocalCluster, phalanx: Phalanx, g
         20,
         what="MPIJob API served",
     )
-    apply(cluster, gang_namespace, w.mpijob("horovod", workers=8))
+    apply(cluster, gang_namespace, builders.mpijob("horovod").workers(8).build())
     stored = cluster.kubectl_json("get", "mpijob", "horovod", "-n", gang_namespace)
     for role in ("Launcher", "Worker"):
         template = stored["spec"]["mpiReplicaSpecs"][role]["template"]
@@ -177,7 +178,11 @@ def test_every_group_link_form_is_gated_and_normalised(
     spec: dict[str, object],
     group: str,
 ) -> None:
-    apply(cluster, gang_namespace, w.pod("member", labels=labels, annotations=annotations, **spec))
+    apply(
+        cluster,
+        gang_namespace,
+        builders.pod("member").gpus(1).labels(labels).annotations(annotations).pod_spec(**spec).build(),
+    )
     stored = cluster.kubectl_json("get", "pod", "member", "-n", gang_namespace)
     assert gated(stored)
     assert stored["metadata"]["labels"][GROUP_LABEL] == group
@@ -186,11 +191,11 @@ def test_every_group_link_form_is_gated_and_normalised(
 def test_pods_without_a_link_and_skipped_objects_are_left_alone(
     cluster: LocalCluster, gang_namespace: str
 ) -> None:
-    apply(cluster, gang_namespace, w.pod("loner"))
+    apply(cluster, gang_namespace, builders.pod("loner").gpus(1).build())
     apply(
         cluster,
         gang_namespace,
-        w.job("opted-out", parallelism=2, annotations={}, template_labels={"phalanx.io/skip": "true"}),
+        builders.job("opted-out").parallelism(2).gpus(1).template_labels({"phalanx.io/skip": "true"}).build(),
     )
     assert not gated(cluster.kubectl_json("get", "pod", "loner", "-n", gang_namespace))
     members = eventually(
@@ -205,13 +210,15 @@ def test_a_skipped_job_whose_template_names_a_group_runs_ungated(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    manifest = w.job(
-        "skipped",
-        parallelism=2,
-        annotations={"phalanx.io/skip": "true"},
-        template_labels={"scheduling.x-k8s.io/pod-group": "pg"},
+    manifest = (
+        builders.job("skipped")
+        .parallelism(2)
+        .gpus(1)
+        .annotations({"phalanx.io/skip": "true"})
+        .template_labels({"scheduling.x-k8s.io/pod-group": "pg"})
+        .node_selector(pool.selector)
+        .build()
     )
-    manifest["spec"]["template"]["spec"]["nodeSelector"] = pool.selector
     warnings = apply(cluster, gang_namespace, manifest)
     assert "so that its pods are left alone too" in warnings, warnings
     eventually(
@@ -229,8 +236,12 @@ def test_a_pod_without_a_group_naming_a_missing_gang_scheduler_runs_on_the_defau
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    manifest = w.pod("kai-quickstart", labels={"kai.scheduler/queue": "research"}, nodeSelector=pool.selector)
-    manifest["spec"]["schedulerName"] = "kai-scheduler"
+    manifest = (
+        pooled_pod("kai-quickstart", pool)
+        .labels({"kai.scheduler/queue": "research"})
+        .scheduler("kai-scheduler")
+        .build()
+    )
     warnings = apply(cluster, gang_namespace, manifest)
     assert "kai-scheduler replaced by default-scheduler" in warnings, warnings
     stored = eventually(
@@ -244,8 +255,7 @@ def test_a_pod_without_a_group_naming_a_missing_gang_scheduler_runs_on_the_defau
 def test_foreign_gang_scheduler_is_rewritten_with_a_warning(
     cluster: LocalCluster, gang_namespace: str
 ) -> None:
-    manifest = w.job("kai", parallelism=2)
-    manifest["spec"]["template"]["spec"]["schedulerName"] = "kai-scheduler"
+    manifest = builders.job("kai").parallelism(2).gpus(1).scheduler("kai-scheduler").build()
     warnings = apply(cluster, gang_namespace, manifest)
     assert "kai-scheduler" in warnings, warnings
     stored = cluster.kubectl_json("get", "job", "kai", "-n", gang_namespace)

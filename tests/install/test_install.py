@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.workloads import job
+from tests import builders
 from tests.install.conftest import NAMESPACE, Install
 
 pytestmark = [pytest.mark.install, pytest.mark.timeout(900)]
@@ -172,7 +172,7 @@ def test_the_image_serves_admissions_on_uvloop(install: Install) -> None:
 def test_gangs_are_scheduled_in_cluster_and_another_replica_takes_over(install: Install) -> None:
     namespace = _opted_in_namespace(install)
     # Fills both fake GPU nodes (2 x 8 GPUs): admitted as one gang by the in-cluster controller.
-    _apply(install, namespace, job("fills", parallelism=2, gpus=8))
+    _apply(install, namespace, builders.job("fills").parallelism(2).gpus(8).build())
 
     def members_running(name: str, count: int) -> bool:
         pods = _pods(install, namespace, f"job-name={name}")
@@ -185,7 +185,7 @@ def test_gangs_are_scheduled_in_cluster_and_another_replica_takes_over(install: 
     assert {p["spec"]["nodeName"] for p in fills} == {"gpu-node-000", "gpu-node-001"}
 
     # No GPU is left: the next gang waits at its gate.
-    _apply(install, namespace, job("waits", parallelism=1, gpus=1))
+    _apply(install, namespace, builders.job("waits").parallelism(1).gpus(1).build())
     install.wait("the second gang's pod", lambda: len(_pods(install, namespace, "job-name=waits")) == 1, 60)
     (waiting,) = _pods(install, namespace, "job-name=waits")
     assert GATE in {g["name"] for g in waiting["spec"].get("schedulingGates", [])}
@@ -253,7 +253,7 @@ def test_a_gang_applied_while_a_webhook_replica_is_down_starts_whole(install: In
         # API server's "failed calling webhook", nothing created) and applied again, as a user would.
         for _attempt in range(10):
             try:
-                _apply(install, namespace, job("one-down", parallelism=4, gpus=2))
+                _apply(install, namespace, builders.job("one-down").parallelism(4).gpus(2).build())
                 break
             except RuntimeError as refused:
                 assert "failed calling webhook" in str(refused), refused
@@ -295,7 +295,7 @@ def test_a_gang_applied_while_a_webhook_replica_is_down_starts_whole(install: In
 def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
     # A gang larger than the fleet (3 x 8 GPUs > 2 x 8) waits at its gate when Phalanx goes away.
     stranded = _opted_in_namespace(install)
-    _apply(install, stranded, job("too-big", parallelism=3, gpus=8))
+    _apply(install, stranded, builders.job("too-big").parallelism(3).gpus(8).build())
     install.wait("the oversized gang's pods", lambda: len(_pods(install, stranded, "job-name=too-big")) == 3)
 
     install.kubectl("delete", "-f", str(install.manifest), "--wait=true", timeout=240)
@@ -305,7 +305,7 @@ def test_uninstall_leaves_pods_schedulable(install: Install) -> None:
     # (failurePolicy Fail) nor gated, and the scheduler places them as usual.
     namespace = _opted_in_namespace(install)
     # No GPUs (whatever earlier tests left running), on the fake nodes (no registry for the image).
-    after = job("after", parallelism=2, gpus=0)
+    after = builders.job("after").parallelism(2).build()
     after["spec"]["template"]["spec"]["nodeSelector"] = {"type": "kwok"}
     _apply(install, namespace, after)
 

@@ -17,8 +17,20 @@ NS=kind-demo
 GPUS=8
 
 say() { printf '[kind-demo %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+
+# What kind's podman provider needs here, said before anything is built.
+[ "$(id -u)" = 0 ] || die "needs root: kind's podman provider runs rootful containers (systemd, containerd and the kubelet inside)"
+command -v podman >/dev/null || die "needs podman (Debian: apt-get install podman runc)"
+command -v runc >/dev/null || die "needs runc beside podman (Debian: apt-get install runc): crun refuses hybrid cgroups"
+command -v go >/dev/null || die "needs Go >= 1.25 on PATH to build kind, kubeadm and crictl from the Go module proxy"
 mkdir -p "$WORK"
 start=$(date +%s)
+
+# The node's Kubernetes release is the one kind-config.yaml names; kubectl is this project's build
+# of it (the one on PATH may be too old, or missing).
+export K8S_VERSION; K8S_VERSION=$(sed -n 's/.*phalanx-kind-node:\(v[0-9.]*\).*/\1/p' "$REPO/tests/kind/kind-config.yaml")
+PATH="$(bash "$REPO/tests/localcluster/build-binaries.sh"):$PATH"
 
 say "building the Phalanx image and the kind node image (cached after the first run)"
 bash "$REPO/tests/install/image.sh" --save "$WORK/phalanx.tar" >/dev/null
@@ -27,7 +39,13 @@ node_image=$(bash "$REPO/tests/kind/node-image.sh")
 [ -d /lib/modules ] || mkdir -p /lib/modules
 
 "$KIND" delete cluster --name phalanx >/dev/null 2>&1 || true
-cleanup() { [ "$KEEP" = 1 ] || "$KIND" delete cluster --name phalanx >/dev/null 2>&1 || true; }
+cleanup() {
+  [ "$KEEP" = 1 ] && return
+  "$KIND" delete cluster --name phalanx >/dev/null 2>&1 || true
+  # kind leaves its network behind; remove it unless another kind cluster still uses it.
+  podman network rm kind >/dev/null 2>&1 || true
+  rm -f "$WORK/phalanx.tar"
+}
 trap cleanup EXIT
 say "creating the kind cluster ($node_image, podman provider)"
 "$KIND" create cluster --config "$REPO/tests/kind/kind-config.yaml" --kubeconfig "$KUBECONFIG" >/dev/null
@@ -43,6 +61,11 @@ kubectl get pods -n phalanx-system -o wide
 node=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
 kubectl patch node "$node" --subresource=status --type=json \
   -p "[{\"op\":\"add\",\"path\":\"/status/capacity/nvidia.com~1gpu\",\"value\":\"$GPUS\"}]" >/dev/null
+# The kubelet derives allocatable from capacity at its next status update: gangs applied before
+# that would be told no node can ever hold them.
+gpus_allocatable() { kubectl get node "$node" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'; }
+for _ in $(seq 1 60); do [ "$(gpus_allocatable)" = "$GPUS" ] && break; sleep 1; done
+[ "$(gpus_allocatable)" = "$GPUS" ] || die "the kubelet never made the $GPUS GPUs allocatable on $node"
 kubectl create namespace "$NS" >/dev/null
 kubectl label namespace "$NS" phalanx.io/gang-scheduling=enabled >/dev/null
 until kubectl get sa default -n "$NS" >/dev/null 2>&1; do sleep 1; done

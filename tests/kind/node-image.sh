@@ -28,8 +28,9 @@ mkdir -p "$KIND_BIN"
 [ -x "$KIND_BIN/kind" ] || { say "building kind $KIND_VERSION"; GOBIN="$KIND_BIN" nice -n 10 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"; }
 if [ ! -x "$KIND_BIN/kubeadm" ]; then
   say "building kubeadm $K8S_VERSION"
-  # shellcheck source=/dev/null
-  source <(sed '/^start=\$(date/,$d' "$REPO/tests/localcluster/build-binaries.sh")
+  # The version stamp the control plane's binaries carry: build-binaries.sh's k8s_ldflags alone.
+  eval "$(sed -n '/^k8s_ldflags() {/,/^}/p' "$REPO/tests/localcluster/build-binaries.sh")"
+  declare -F k8s_ldflags >/dev/null || die "k8s_ldflags not found in build-binaries.sh"
   (cd "$CACHE/work/kubernetes-$K8S_VERSION-node" && nice -n 10 go build -trimpath -ldflags "$(k8s_ldflags)" -o "$KIND_BIN/kubeadm" k8s.io/kubernetes/cmd/kubeadm)
 fi
 if [ ! -x "$KIND_BIN/crictl" ]; then

@@ -48,11 +48,11 @@ from typing import IO, Any, ClassVar
 import yaml
 
 from shared.jsonread import JsonObject
+from tests import builders
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.phalanx import Phalanx, PhalanxOptions
-from tests.localcluster.stages import RUN_FOR_ANNOTATION
 
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
@@ -96,38 +96,21 @@ def blocker(name: str) -> str:
     return "\n".join(texts)
 
 
-def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JsonObject:
+def gang_job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JsonObject:
     """The Job every system runs: ``size`` pods of ``gpus`` GPUs each, completing after ``run_for``."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {GANG_LABEL: name}},
-        "spec": {
-            "parallelism": size,
-            "completions": size,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {
-                    "labels": {GANG_LABEL: name},
-                    "annotations": {RUN_FOR_ANNOTATION: run_for},
-                },
-                "spec": {
-                    "restartPolicy": "Never",
-                    "terminationGracePeriodSeconds": 0,
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "pause",
-                            "resources": {
-                                "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
-                                "limits": {"nvidia.com/gpu": str(gpus)},
-                            },
-                        }
-                    ],
-                },
-            },
-        },
-    }
+    return (
+        builders.job(name)
+        .namespace(namespace)
+        .label(GANG_LABEL, name)
+        .template_label(GANG_LABEL, name)
+        .parallelism(size)
+        .backoff_limit(0)
+        .run_for(run_for)
+        .image("pause")
+        .gpus(gpus)
+        .requests(**{"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)})
+        .build()
+    )
 
 
 def _bytes(quantity: str) -> int:
@@ -247,7 +230,7 @@ class PhalanxSystem(System):
         )
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
-        return [job(namespace, name, size, gpus, run_for)]
+        return [gang_job(namespace, name, size, gpus, run_for)]
 
     def down(self) -> None:
         self.phalanx.down()
@@ -309,7 +292,7 @@ class CoschedulingSystem(System):
         self.wait_http(f"https://127.0.0.1:{port}/healthz", scheduler)
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = name
         template["spec"]["schedulerName"] = self.SCHEDULER_NAME
@@ -447,7 +430,7 @@ class KueueSystem(System):
         )
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = self.QUEUE
         return [body]
 
@@ -507,7 +490,7 @@ class VolcanoSystem(System):
             time.sleep(0.5)
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = name
         template["spec"]["schedulerName"] = self.SCHEDULER_NAME
@@ -799,7 +782,7 @@ class KaiSystem(System):
         ]
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         # KAI's consolidation (and reclaim, preempt) evicts running pods by design: it deletes them
         # and places the pods their controller makes again where it planned. With the template's
         # backoffLimit 0 each such eviction would fail the Job; KAI's Jobs keep Kubernetes' default
@@ -829,7 +812,7 @@ class NativeGangSystem(System):
             raise RuntimeError(f"the native system needs Kubernetes 1.36 or later, not {release.version}")
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
-        body = job(namespace, name, size, gpus, run_for)
+        body = gang_job(namespace, name, size, gpus, run_for)
         body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": name}
         group = {
             "apiVersion": self.cluster.config.release.workload_api,

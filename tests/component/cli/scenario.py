@@ -6,6 +6,7 @@ from controller.api import resources as r
 from controller.cli.cluster import ClusterState, load
 from controller.core.config import PlannerConfig
 from shared import constants as c
+from tests import builders
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, T0, FakeClock, gang, namespace, node, pod, podgroup
 
@@ -59,22 +60,6 @@ async def state_of(kube: FakeKube) -> ClusterState:
     return await load(kube, T0, config=CONFIG)
 
 
-def job(name: str, parallelism: int, gpus: int = 1, **spec: object) -> dict[str, object]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": "plain", "uid": f"{name}-uid"},
-        "spec": {
-            "parallelism": parallelism,
-            "completions": parallelism,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "m", "image": "x", "resources": {"limits": {c.GPU_RESOURCE: str(gpus)}}}
-                    ],
-                }
-            },
-            **spec,
-        },
-    }
+def plain_job(name: str) -> builders.JobBuilder:
+    """A one-GPU-per-pod Job in the namespace "plain", which is not opted in (the audit's subject)."""
+    return builders.job(name).namespace("plain").uid(f"{name}-uid").gpus(1)

@@ -21,7 +21,7 @@ from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_NOT_FOUND, EXI
 from controller.cli.cluster import STATEFULSETS
 from controller.cli.connection import Access, Chosen, list_or_narrow
 from shared import constants as c
-from tests.component.cli.scenario import eight_on_five_free, job, with_a_queue
+from tests.component.cli.scenario import eight_on_five_free, plain_job, with_a_queue
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, T0, namespace, pod
 
@@ -47,24 +47,18 @@ def with_workloads_to_audit() -> FakeKube:
     """A namespace not opted in, with one workload for each thing the audit says."""
     kube = eight_on_five_free()
     kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
-    oversized = job("oversized", 2)
-    oversized["metadata"]["annotations"] = {c.MIN_MEMBER_ANNOTATION: "4"}  # type: ignore[index]
-    refused = job("bad", 2)
-    refused["metadata"]["annotations"] = {c.MIN_MEMBER_ANNOTATION: "abc"}  # type: ignore[index]
-    skipped = job("skipped", 2)
-    skipped["metadata"]["annotations"] = {c.SKIP: "true"}  # type: ignore[index]
-    foreign = job("foreign", 1)
-    foreign["spec"]["template"]["spec"]["schedulerName"] = "my-scheduler"  # type: ignore[index]
-    linked = job("linked", 2)
-    linked["spec"]["template"]["metadata"] = {"labels": {c.COSCHEDULING_LABEL: "theirs"}}  # type: ignore[index]
-    urgent = job("urgent", 8)
-    urgent["spec"]["template"]["spec"]["priorityClassName"] = "high"  # type: ignore[index]
+    oversized = plain_job("oversized").parallelism(2).annotation(c.MIN_MEMBER_ANNOTATION, "4").build()
+    refused = plain_job("bad").parallelism(2).annotation(c.MIN_MEMBER_ANNOTATION, "abc").build()
+    skipped = plain_job("skipped").parallelism(2).annotation(c.SKIP, "true").build()
+    foreign = plain_job("foreign").parallelism(1).scheduler("my-scheduler").build()
+    linked = plain_job("linked").parallelism(2).template_label(c.COSCHEDULING_LABEL, "theirs").build()
+    urgent = plain_job("urgent").parallelism(8).pod_spec(priorityClassName="high").build()
     kube.seed(
         JOBS,
-        job("fits", 2),
-        job("huge", 12),
-        job("slow", 8, activeDeadlineSeconds=600),
-        job("cpu", 2, gpus=0),
+        plain_job("fits").parallelism(2).build(),
+        plain_job("huge").parallelism(12).build(),
+        plain_job("slow").parallelism(8).active_deadline(600).build(),
+        plain_job("cpu").parallelism(2).gpus(0).build(),
         oversized,
         refused,
         skipped,

@@ -10,7 +10,8 @@ from controller.cli import audit, planner_settings, report, targets
 from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES
 from controller.core.model import GangKey
 from shared import constants as c
-from tests.component.cli.scenario import eight_on_five_free, job, state_of, with_a_queue
+from tests import builders
+from tests.component.cli.scenario import eight_on_five_free, plain_job, state_of, with_a_queue
 from tests.component.controller.harness import NS, gang, namespace, pod
 
 
@@ -62,20 +63,18 @@ async def test_unknown_targets_are_refused() -> None:
 async def test_audit_dry_runs_the_webhook_and_the_planner_on_existing_workloads() -> None:
     kube = eight_on_five_free()
     kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
-    kube.seed(JOBS, job("fits", 2), job("huge", 12), job("slow", 8, activeDeadlineSeconds=600))
-    oversized = job("oversized", 2)
-    oversized["metadata"]["annotations"] = {c.MIN_MEMBER_ANNOTATION: "4"}  # type: ignore[index]
-    foreign = job("foreign", 1)
-    foreign["spec"]["template"]["spec"]["schedulerName"] = "my-scheduler"  # type: ignore[index]
+    kube.seed(
+        JOBS,
+        plain_job("fits").parallelism(2).build(),
+        plain_job("huge").parallelism(12).build(),
+        plain_job("slow").parallelism(8).active_deadline(600).build(),
+    )
+    oversized = plain_job("oversized").parallelism(2).annotation(c.MIN_MEMBER_ANNOTATION, "4").build()
+    foreign = plain_job("foreign").parallelism(1).scheduler("my-scheduler").build()
     kube.seed(JOBS, oversized, foreign)
     kube.seed(
         STATEFULSETS,
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "metadata": {"name": "db", "namespace": "plain", "uid": "db-uid"},
-            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "m", "image": "x"}]}}},
-        },
+        builders.statefulset("db").namespace("plain").uid("db-uid").replicas(2).build(),
     )
     state = await state_of(kube)
     findings = audit.audit(state, "plain")
@@ -198,16 +197,7 @@ async def test_statefulset_and_mpijob_targets_find_their_gangs() -> None:
     kube.seed(r.PODS, pod("pi-launcher-x", "pi", owner=launcher, min_member=3))
     kube.seed(
         JOBS,
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "pi-launcher",
-                "namespace": NS,
-                "ownerReferences": [{**mpi, "controller": True}],
-            },
-            "spec": {},
-        },
+        builders.job("pi-launcher").namespace(NS).owner(mpi).build(),
     )
     state = await state_of(kube)
     assert targets.resolve(state, NS, "sts/web") == [GangKey(NS, "web")]
@@ -233,11 +223,8 @@ async def test_a_gang_whose_size_is_unknown_is_reported_not_planned() -> None:
 
 
 def _gpu_template(parallelism: int) -> dict[str, object]:
-    pod_spec = {
-        "restartPolicy": "Never",
-        "containers": [{"name": "m", "image": "x", "resources": {"limits": {c.GPU_RESOURCE: "1"}}}],
-    }
-    return {"spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": pod_spec}}}
+    """A JobSet's Job template: one GPU per pod."""
+    return {"spec": builders.job().gpus(1).parallelism(parallelism).build()["spec"]}
 
 
 async def test_audit_counts_every_pod_a_jobset_makes_and_explain_finds_it_through_its_jobs() -> None:
@@ -263,27 +250,11 @@ async def test_audit_counts_every_pod_a_jobset_makes_and_explain_finds_it_throug
 
     # In an opted-in namespace its pods are owned by the JobSet's Jobs: jobset/js finds the gang.
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "js-workers-0", "uid": "w0-uid"}
+    jobset_ref = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "uid": "x"}
     kube.seed(r.PODS, *gang(2, "js", owner=owner, min_member=2))
     kube.seed(
         JOBS,
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {
-                "name": "js-workers-0",
-                "namespace": NS,
-                "ownerReferences": [
-                    {
-                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                        "kind": "JobSet",
-                        "name": "js",
-                        "uid": "x",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {},
-        },
+        builders.job("js-workers-0").namespace(NS).owner(jobset_ref).build(),
     )
     state = await state_of(kube)
     assert targets.resolve(state, NS, "jobset/js") == [GangKey(NS, "js")]

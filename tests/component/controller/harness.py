@@ -24,6 +24,7 @@ from controller.runtime.config import ControllerSettings
 from controller.runtime.wiring import WATCHED, wire
 from shared import constants as c
 from shared.jsonread import JsonObject
+from tests import builders
 from tests.component.controller.fake_kube import FakeKube, Write
 
 NS = "team"
@@ -84,26 +85,19 @@ def pod(
     node_name: str | None = None,
     phase: str = "Pending",
 ) -> JsonObject:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": ns,
-        "labels": {c.POD_GROUP_LABEL: group} if group else {},
-        "annotations": dict(annotations or {}),
-    }
+    """A member of gang ``group`` as the webhook leaves it: labelled, its size inferred, gated."""
+    built = builders.pod(name).namespace(ns).labels({}).annotations(annotations or {}).gpus(gpus).phase(phase)
+    if group:
+        built.label(c.POD_GROUP_LABEL, group)
     if min_member is not None:
-        meta["annotations"][c.INFERRED_MIN_MEMBER_ANNOTATION] = str(min_member)
+        built.annotation(c.INFERRED_MIN_MEMBER_ANNOTATION, str(min_member))
     if owner is not None:
-        meta["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "main", "image": "trainer", "resources": {"limits": {c.GPU_RESOURCE: str(gpus)}}}
-        ]
-    }
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
+        built.owner(owner)
+    for gate in gates:
+        built.gate(gate)
     if node_name:
-        spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+        built.node_name(node_name)
+    return built.build()
 
 
 def gang(n: int, group: str = "g", prefix: str | None = None, **kwargs: Any) -> list[JsonObject]:
@@ -117,16 +111,6 @@ def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) ->
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": ns, **meta},
         "spec": {"minMember": min_member},
-    }
-
-
-def job(name: str = "train", parallelism: int = 5, uid: str = "job-uid") -> JsonObject:
-    """The Job the pods of ``pod()`` and ``gang()`` name as their owner (JOB)."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "uid": uid},
-        "spec": {"parallelism": parallelism, "completions": parallelism},
     }
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from controller.api import resources as r
 from shared import constants as c
-from tests.component.controller.harness import NS, Harness, bind, gang, gates_of, job, pod, podgroup
+from tests import builders
+from tests.component.controller.harness import JOB, NS, Harness, bind, gang, gates_of, pod, podgroup
 
 
 def scale(h: Harness, parallelism: int) -> None:
@@ -24,7 +25,7 @@ def min_member(h: Harness) -> int:
 
 async def run_three(h: Harness) -> None:
     """A 3-pod Job admitted and running on node-0 (4 GPUs; node-1 has 4 more)."""
-    h.kube.seed(r.JOBS, job(parallelism=3))
+    h.kube.seed(r.JOBS, builders.job(JOB["name"]).namespace(NS).uid(JOB["uid"]).parallelism(3).build())
     h.kube.seed(r.PODS, *gang(3))
     await h.step()
     await h.step()
@@ -37,7 +38,7 @@ async def run_three(h: Harness) -> None:
 
 async def test_a_waiting_gang_scaled_down_is_re_sized_and_starts(h: Harness) -> None:
     # 10 one-GPU pods never fit on two 4-GPU nodes; the user scales the Job down to 6.
-    h.kube.seed(r.JOBS, job(parallelism=10))
+    h.kube.seed(r.JOBS, builders.job(JOB["name"]).namespace(NS).uid(JOB["uid"]).parallelism(10).build())
     h.kube.seed(r.PODS, *gang(10))
     await h.step()
     await h.step()
@@ -102,7 +103,7 @@ async def test_a_scale_up_that_does_not_fit_waits_whole_and_says_why(h: Harness)
 
 async def test_a_user_podgroup_is_never_re_sized(h: Harness) -> None:
     h.kube.seed(r.PODGROUPS, podgroup(min_member=4))
-    h.kube.seed(r.JOBS, job(parallelism=4))
+    h.kube.seed(r.JOBS, builders.job(JOB["name"]).namespace(NS).uid(JOB["uid"]).parallelism(4).build())
     h.kube.seed(r.PODS, *gang(4))
     await h.step()
     scale(h, 2)

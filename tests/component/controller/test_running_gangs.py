@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from controller.api import resources as r
 from controller.core.config import PlannerConfig
-from tests.component.controller.harness import NS, Harness, bind, gang, gates_of, job, pod, podgroup
+from tests import builders
+from tests.component.controller.harness import JOB, NS, Harness, bind, gang, gates_of, pod, podgroup
 
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "sts-uid"}
 
@@ -147,7 +148,7 @@ async def test_a_podgroup_applied_long_before_its_job_times_out_from_the_first_m
     without timing it out, and the real timeout later is reported and acted on."""
     h = Harness(timeout_action="release")
     h.cluster()
-    h.kube.seed(r.JOBS, job(parallelism=4))
+    h.kube.seed(r.JOBS, builders.job(JOB["name"]).namespace(NS).uid(JOB["uid"]).parallelism(4).build())
     group = podgroup("g", min_member=4)
     group["spec"]["scheduleTimeoutSeconds"] = 600
     h.kube.seed(r.PODGROUPS, group)

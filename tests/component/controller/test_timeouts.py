@@ -7,6 +7,7 @@ from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
 from controller.pipeline.executor import REQUEUED_LABEL
 from shared import constants as c
+from tests import builders
 from tests.component.controller.harness import (
     JOB,
     NS,
@@ -14,7 +15,6 @@ from tests.component.controller.harness import (
     bind,
     gang,
     gates_of,
-    job,
     pod,
     podgroup,
 )
@@ -90,14 +90,10 @@ async def test_a_pass_before_the_podgroup_event_arrives_does_not_roll_back_again
     assert h.event_reasons().count("RolledBack") == 1
 
 
-def job_object(name: str = "train") -> dict[str, object]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "uid": "job-uid", "labels": {}},
-        "spec": {"parallelism": 4, "backoffLimit": 6},
-        "status": {"active": 4},
-    }
+def running_job(name: str = "train") -> dict[str, object]:
+    """A Job of 4 pods, all running, whose uid is the one ``pod()``'s owner names."""
+    running = builders.job(name).namespace(NS).uid(JOB["uid"]).labels({}).parallelism(4).build()
+    return {**running, "status": {"active": 4}}
 
 
 async def test_a_rolled_back_jobs_pods_are_released_by_suspending_it_not_deleted() -> None:
@@ -105,7 +101,7 @@ async def test_a_rolled_back_jobs_pods_are_released_by_suspending_it_not_deleted
     suspending it does neither. The Job is resumed once its pods are gone."""
     h = Harness()
     h.cluster()
-    h.kube.seed(r.JOBS, job_object())
+    h.kube.seed(r.JOBS, running_job())
     await admitted_then_partly_bound(h, owner=JOB)
     h.clock.advance(61)
     await h.step()
@@ -134,7 +130,7 @@ async def test_a_rolled_back_jobs_pods_are_released_by_suspending_it_not_deleted
 async def test_jobs_suspended_by_an_earlier_version_are_resumed_too() -> None:
     h = Harness()
     h.cluster()
-    old = job_object("old")
+    old = running_job("old")
     old["metadata"]["labels"] = {"phalanx.io/preempted": "true"}  # type: ignore[index]
     old["spec"]["suspend"] = True  # type: ignore[index]
     old["status"] = {"active": 0}
@@ -212,7 +208,7 @@ def releasing_with_a_blocked_job() -> Harness:
     """timeout action "release"; the blocked gang's pods belong to the Job "train"."""
     h = Harness(timeout_action="release")
     h.cluster()
-    h.kube.seed(r.JOBS, job(parallelism=5))
+    h.kube.seed(r.JOBS, builders.job(JOB["name"]).namespace(NS).uid(JOB["uid"]).parallelism(5).build())
     blocked_gang(h)
     return h
 

@@ -8,6 +8,7 @@ from controller.api import resources as r
 from controller.core.config import PlannerConfig
 from shared import constants as c
 from shared.jsonread import JsonObject
+from tests import builders
 from tests.component.controller.harness import (
     JOB,
     NS,
@@ -15,7 +16,6 @@ from tests.component.controller.harness import (
     admission_annotation,
     gang,
     gates_of,
-    job,
     node,
     pod,
     podgroup,
@@ -98,7 +98,7 @@ def running_single_gang_and_a_preemptor(mode: str) -> Harness:
     high: list[JsonObject] = gang(2, "high", owner={**JOB, "name": "urgent", "uid": "urgent-uid"})
     for p in high:
         p["spec"]["priority"] = 100
-    h.kube.seed(r.JOBS, job("train", 4))
+    h.kube.seed(r.JOBS, builders.job(JOB["name"]).namespace(NS).uid(JOB["uid"]).parallelism(4).build())
     seeded = h.kube.seed(r.PODS, *low, *high)
     admitted = {p["metadata"]["uid"]: "node-0" for p in seeded if p["metadata"]["name"].startswith("low")}
     low_group = podgroup("low", min_member=4, annotations=admission_annotation(1_699_990_000.0, admitted))

@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 
 from shared import constants as c
 from shared.workloads import JOB, MPIJOB, POD, STATEFULSET
-
-from .builders import job, mpijob, pod, statefulset
+from tests.builders import job, mpijob, pod, statefulset
 
 GVKS = [POD, JOB, STATEFULSET, MPIJOB]
 # Keys that steer the mutation, so random trees reach its branches instead of missing them all.

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from shared import constants as c
 from shared.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
+from tests.builders import job, mpijob, pod
 from webhook import view
 from webhook.admission import Admitter, _log
 from webhook.metrics import WebhookMetrics
@@ -27,7 +28,7 @@ from webhook.mutate import MutationConfig, mutate_request
 from webhook.review import Review, _check_request
 from webhook.traps import KUEUE_QUEUE_LABEL
 
-from .builders import job, mpijob, pod, request
+from .builders import request
 from .strategies import KEYS, json_values, objects, set_path
 
 CONFIG = MutationConfig()

@@ -9,17 +9,10 @@ import pytest
 
 from shared import constants as c
 from shared.workloads import JOB
+from tests.builders import Builder, job, mpijob, pod, statefulset
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate
 
-from .builders import (
-    Builder,
-    apply_patch,
-    job,
-    mpijob,
-    pod,
-    request,
-    statefulset,
-)
+from .builders import apply_patch, request
 
 CONFIG = MutationConfig()
 TEMPLATE = ("spec", "template")

@@ -10,12 +10,13 @@ import orjson
 import pytest
 
 from shared import constants as c
+from tests.builders import job, pod
 from webhook.admission import Admitter
 from webhook.metrics import WebhookMetrics
 from webhook.mutate import MutationConfig
 from webhook.review import ReviewError, encode_response, parse_review
 
-from .builders import job, pod, request, review
+from .builders import request, review
 
 
 def _without(key: str) -> dict[str, Any]:
