@@ -28,6 +28,7 @@ from controller.cli.__main__ import parser as plugin_parser  # noqa: E402
 from controller.core.model import EventReason, Reason  # noqa: E402
 from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
+from shared import kinds  # noqa: E402
 from webhook.__main__ import parse_settings as webhook_parse_settings  # noqa: E402
 from webhook.config import WebhookSettings  # noqa: E402
 from webhook.metrics import WebhookMetrics  # noqa: E402
@@ -231,6 +232,17 @@ def _plugin_flag(action: argparse.Action, commands: str, default: object) -> str
     return f"| {flag} | {commands} | {shown} | {_cell(action.help or '')} |"
 
 
+def kinds_table() -> list[str]:
+    """Every kind Phalanx reads or writes, from the registry (shared/kinds.py)."""
+    rows = ["| kind | API group | versions | plural | scope | role |", "|---|---|---|---|---|---|"]
+    for kind in kinds.REGISTRY:
+        versions = ", ".join(f"`{v}`" for v in kind.versions)
+        scope = "namespaced" if kind.namespaced else "cluster"
+        group = kind.group or "core"
+        rows.append(f"| {kind.kind} | `{group}` | {versions} | `{kind.plural}` | {scope} | {kind.role} |")
+    return rows
+
+
 def render() -> str:
     parts = [
         HEADER,
@@ -291,6 +303,14 @@ def render() -> str:
         "`reportingComponent: phalanx.io/controller`, `reportingInstance`: the replica's pod name.",
         "",
         *reasons(EventReason),
+        "",
+        "## Kinds",
+        "",
+        "Every kind Phalanx reads or writes. Versions: of a CRD Phalanx serves, its served versions",
+        "(the storage version first); of the native Workload API, the versions Phalanx reads, newest",
+        "first (the controller reads the first one the API server serves).",
+        "",
+        *kinds_table(),
         "",
         "## Labels, annotations and names",
         "",

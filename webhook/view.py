@@ -21,7 +21,8 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from shared.workloads import GVK, JOB, MPIJOB, POD
+from shared.kinds import JOB, MPIJOB, POD
+from shared.workloads import GVK
 
 
 class _Kind(TypedDict, total=False):

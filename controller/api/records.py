@@ -38,9 +38,9 @@ from shared.jsonread import (
     strings,
     text,
 )
+from shared.kinds import KINDS
 from shared.podgroup import PodGroupSpec, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
-from shared.workloads import KINDS
 
 
 def parse_time(value: object) -> float | None:

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from controller.api import resources as r
 from controller.api.kube import JSON, ApiError, Kube
 from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
@@ -24,16 +25,13 @@ from controller.pipeline.gangs import GangView
 from controller.pipeline.podgroups import PodGroupFactory, waiting_message
 from controller.runtime.app import WATCHED, informer_sinks, planner_config
 from controller.runtime.config import ControllerSettings
-from shared import constants
-from shared.workloads import KINDS
+from shared import constants, kinds
 
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment")
-STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet")
+DEPLOYMENTS = r.of(kinds.DEPLOYMENT_KIND)  # the controller's own: its planner settings
+STATEFULSETS = r.STATEFULSETS
 # Read besides what the controller watches: owners of members (explain Job/x, MPIJob/x) and the
 # workloads the audit dry-runs the webhook on.
-WORKLOAD_TYPES = tuple(
-    ResourceType(group, version, f"{kind.lower()}s", kind) for group, version, kind in KINDS
-)
+WORKLOAD_TYPES = r.ADMITTED_WORKLOAD_TYPES
 
 
 @dataclass

@@ -89,8 +89,8 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
             )
         owner = (
             {
-                "apiVersion": "scheduling.k8s.io/v1alpha1",
-                "kind": "Workload",
+                "apiVersion": WORKLOAD_API_VERSION,
+                "kind": WORKLOADS.kind,
                 "name": workload,
                 "uid": record.uid,
             }

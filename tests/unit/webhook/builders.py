@@ -8,7 +8,8 @@ from typing import Any, Self
 import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
-from shared.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
+from shared.kinds import JOB, MPIJOB, POD, STATEFULSET
+from shared.workloads import GVK
 
 Obj = dict[str, Any]
 

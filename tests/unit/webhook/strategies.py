@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from shared import constants as c
-from shared.workloads import JOB, MPIJOB, POD, STATEFULSET
+from shared.kinds import JOB, MPIJOB, POD, STATEFULSET
 
 from .builders import job, mpijob, pod, statefulset
 

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared import constants as c
-from shared.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
+from shared.kinds import JOB, MPIJOB, POD, STATEFULSET
+from shared.workloads import GVK
 from webhook import view
 from webhook.admission import Admitter, _log
 from webhook.metrics import WebhookMetrics

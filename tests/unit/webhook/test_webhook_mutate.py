@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from shared import constants as c
-from shared.workloads import JOB
+from shared.kinds import JOB
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate
 
 from .builders import (
