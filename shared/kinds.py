@@ -165,7 +165,26 @@ QUEUE_KIND = Kind(
 QUEUE_KAI_KIND = Kind("scheduling.run.ai", "Queue", "queues", ("v2",), Role.QUEUE, namespaced=False)
 
 # ---- the native Workload API (scheduling.k8s.io) -----------------------------------------------------
-NATIVE_WORKLOAD_KIND = Kind("scheduling.k8s.io", "Workload", "workloads", ("v1alpha1",), Role.NATIVE)
+# Read at whichever version the API server serves, each spelled as shared/native.py says.
+NATIVE_WORKLOAD_KIND = Kind(
+    "scheduling.k8s.io",
+    "Workload",
+    "workloads",
+    (
+        "v1beta1",  # 1.37
+        "v1alpha1",  # 1.35: pods name it in spec.workloadRef
+    ),
+    Role.NATIVE,
+)
+NATIVE_PODGROUP_KIND = Kind(
+    "scheduling.k8s.io",
+    "PodGroup",
+    "podgroups",
+    (
+        "v1beta1",  # 1.37
+    ),
+    Role.NATIVE,
+)
 
 REGISTRY: tuple[Kind, ...] = (
     POD_KIND,
@@ -190,6 +209,7 @@ REGISTRY: tuple[Kind, ...] = (
     QUEUE_KIND,
     QUEUE_KAI_KIND,
     NATIVE_WORKLOAD_KIND,
+    NATIVE_PODGROUP_KIND,
 )
 
 

@@ -44,6 +44,7 @@ class _PodSpec(TypedDict, total=False):
     schedulerName: Any
     nodeName: Any
     workloadRef: Any
+    schedulingGroup: Any  # 1.36+: the native PodGroup it belongs to
 
 
 class _Pod(TypedDict, total=False):
@@ -64,6 +65,7 @@ class _TemplateSpec(TypedDict, total=False):
     schedulingGates: Any
     schedulerName: Any
     workloadRef: Any
+    schedulingGroup: Any  # 1.36+: the native PodGroup it belongs to
     restartPolicy: Any  # a Job's: whether its pods may be ignored by a podFailurePolicy
 
 

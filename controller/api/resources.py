@@ -43,6 +43,10 @@ def of(kind: Kind, version: str | None = None) -> ResourceType:
     return ResourceType(kind.group, version or kind.version, kind.plural, kind.kind, kind.namespaced)
 
 
+def every_version(kind: Kind) -> tuple[ResourceType, ...]:
+    return tuple(of(kind, version) for version in kind.versions)
+
+
 NODES = of(kinds.NODE_KIND)
 NAMESPACES = of(kinds.NAMESPACE_KIND)
 PODS = of(kinds.POD_KIND)
@@ -52,7 +56,13 @@ PDBS = of(kinds.PDB_KIND)
 LEASES = of(kinds.LEASE_KIND)
 JOBS = of(kinds.JOB_KIND)
 STATEFULSETS = of(kinds.STATEFULSET_KIND)
-WORKLOADS = of(kinds.NATIVE_WORKLOAD_KIND)
+# The native Workload API at every version Phalanx reads, newest first: the controller watches the
+# first one the API server serves (``first_served``). WORKLOADS is the version v1alpha1 pods name.
+WORKLOAD_VERSIONS = every_version(kinds.NATIVE_WORKLOAD_KIND)
+NATIVE_PODGROUP_VERSIONS = every_version(kinds.NATIVE_PODGROUP_KIND)
+NATIVE_TYPES = (*WORKLOAD_VERSIONS, *NATIVE_PODGROUP_VERSIONS)
+WORKLOADS = of(kinds.NATIVE_WORKLOAD_KIND, "v1alpha1")
+NATIVE_PODGROUPS = NATIVE_PODGROUP_VERSIONS[0]
 
 # PodGroup kinds Phalanx serves, primary first: it creates PodGroups there.
 PODGROUP_TYPES = tuple(of(k) for k in kinds.of_role(Role.PODGROUP))
@@ -69,3 +79,14 @@ RAYCLUSTERS = of(kinds.RAYCLUSTER_KIND)
 SIZED_WORKLOAD_TYPES = tuple(of(k) for k in kinds.of_role(Role.WORKLOAD) if k.follows_size)
 # Every workload kind the webhook admits (explain and audit read their objects).
 ADMITTED_WORKLOAD_TYPES = tuple(of(k) for k in kinds.ADMITTED)
+
+
+def first_served(types: list[ResourceType]) -> list[ResourceType]:
+    """One version of each resource: the first listed (newest) where several are served."""
+    seen: set[str] = set()
+    out = []
+    for rt in types:
+        if str(rt) not in seen:
+            seen.add(str(rt))
+            out.append(rt)
+    return out

@@ -80,9 +80,9 @@ async def load(
     """List everything once and build the snapshot the controller would plan on at ``now``."""
     wanted = list(dict.fromkeys([*WATCHED, *extra]))  # Jobs and StatefulSets are watched as well
     served_flags = await asyncio.gather(*(kube.served(resource_type) for resource_type in wanted))
-    served_types = [
-        resource_type for resource_type, served in zip(wanted, served_flags, strict=True) if served
-    ]
+    served_types = r.first_served(
+        [resource_type for resource_type, served in zip(wanted, served_flags, strict=True) if served]
+    )
     lists = await asyncio.gather(*(kube.list(resource_type) for resource_type in served_types))
     store = Store()
     sinks = informer_sinks(store, served_types)

@@ -17,13 +17,15 @@ from typing import Any
 
 from controller.api.kube import ApiError, Kube
 from controller.api.records import PodGroupRecord
-from controller.api.resources import EVENTS
+from controller.api.resources import EVENTS, NATIVE_PODGROUPS, WORKLOADS
 from controller.core.model import EventReason, Pod
 from controller.pipeline.status import iso
 
 log = logging.getLogger(__name__)
 # Who reports: reportingComponent is domain-qualified (as kubernetes.io/kubelet is); source is what
 # `kubectl describe` shows under "From".
+# The native objects a PodGroup Phalanx made may be owned by: its Events are mirrored there.
+NATIVE_KINDS = frozenset({WORKLOADS.kind, NATIVE_PODGROUPS.kind})
 REPORTING_COMPONENT = "phalanx.io/controller"
 SOURCE_COMPONENT = "phalanx-controller"
 # On each Event: a digest of what it last said (its de-duplication key), read back after a failover.
@@ -95,9 +97,9 @@ class EventRecorder:
             return
         mirrors = []
         for owner in record.owner_references:
-            # Users of the native Workload API look at their Workload: tell them there too.
-            if owner.get("kind") != "Workload" or not str(owner.get("apiVersion", "")).startswith(
-                "scheduling.k8s.io/"
+            # Users of the native Workload API look at their Workload or PodGroup: tell them there too.
+            if owner.get("kind") not in NATIVE_KINDS or not str(owner.get("apiVersion", "")).startswith(
+                f"{NATIVE_PODGROUPS.group}/"
             ):
                 continue
             uid = str(owner.get("uid", "")) or f"{record.namespace}/{owner['name']}"
@@ -110,7 +112,7 @@ class EventRecorder:
                     },
                     "involvedObject": {
                         "apiVersion": owner["apiVersion"],
-                        "kind": "Workload",
+                        "kind": owner["kind"],
                         "name": owner["name"],
                         "namespace": record.namespace,
                         "uid": owner.get("uid", ""),

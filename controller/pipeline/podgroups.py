@@ -22,11 +22,12 @@ from typing import Any
 from controller.api import workload_owners
 from controller.api.kube import ApiError, Kube
 from controller.api.records import PodGroupRecord
-from controller.api.resources import PODGROUPS, WORKLOADS
+from controller.api.resources import NATIVE_PODGROUPS, PODGROUPS, WORKLOADS
 from controller.api.store import Store
 from controller.core.model import GangKey, Pod
 from controller.pipeline.gangs import inferred_min_member, member_annotation, spec_sizes
 from shared import constants, grouplink
+from shared.native import NativePodGroup
 from shared.podgroup import PodGroupSpec
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,10 @@ MIN_MEMBER_SOURCE = "phalanx.io/min-member-source"
 # kubectl writes this on every object it applies: its presence means a user applied the spec.
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 WORKLOAD_API_VERSION = WORKLOADS.api_version
+NATIVE_GROUP = NATIVE_PODGROUPS.group
+# Phalanx PodGroup spec keys a native PodGroup's constraints are copied to.
+TOPOLOGY_REQUIRED = "topologyRequired"
+DISRUPTION_MODE = "disruptionMode"
 # The source of a size read from the workload's spec: it follows the workload when that is scaled.
 WORKLOAD_SPEC = "the workload spec"
 
@@ -47,6 +52,7 @@ class Sizing:
     source: str  # where min_member came from, or what is missing
     owner: dict[str, Any] | None = None
     workload: tuple[str, str] | None = None  # (name, podGroup) of a Workload the members name
+    native: str | None = None  # the native PodGroup the members name (spec.schedulingGroup)
     # Members beyond min_member that may join (elastic), counted with it; None: no bound.
     max_member: int | None = None
 
@@ -77,6 +83,9 @@ def _owner_of(members: list[Pod]) -> dict[str, Any] | None:
 def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     """What the members say the gang's size is, in the precedence docs/user-guide.md documents
     ("The gang's size")."""
+    native = next((p.scheduling_group for p in members if p.scheduling_group), None)
+    if native is not None:
+        return native_size(key, native, store)
     for pod in members:
         if pod.workload is None:
             continue
@@ -122,7 +131,29 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by label {constants.POD_GROUP_LABEL})")
 
 
+def native_size(key: GangKey, name: str, store: Store) -> Sizing:
+    """The size of a native PodGroup's gang (1.36+): its gang policy's minCount; the basic policy
+    is no gang, so its pods are admitted one by one (a gang of 1)."""
+    group = store.native_podgroups.get((key.namespace, name))
+    if group is None:
+        return Sizing(None, f"PodGroup {key.namespace}/{name} ({NATIVE_GROUP})", native=name)
+    owner = {
+        "apiVersion": store.native_podgroup_api_version,
+        "kind": NATIVE_PODGROUPS.kind,
+        "name": name,
+        "uid": group.uid,
+    }
+    if group.min_count is None:
+        return Sizing(1, f"PodGroup {name} basic policy (no gang)", owner, native=name)
+    return Sizing(group.min_count, f"PodGroup {name} minCount", owner, native=name)
+
+
 def waiting_message(sizing: Sizing) -> str:
+    if sizing.native is not None:
+        return (
+            f"waiting for {sizing.source}: the pods name it in spec.schedulingGroup.podGroupName but it "
+            "does not exist yet; no member starts before the gang's size is known"
+        )
     if sizing.workload is not None:
         return (
             f"waiting for {sizing.source}: the pods name it in spec.workloadRef but it does not exist "
@@ -132,6 +163,17 @@ def waiting_message(sizing: Sizing) -> str:
         f"waiting for {sizing.source}: it does not exist yet; create it, or set "
         f"{constants.MIN_MEMBER_ANNOTATION} on the workload. No member starts before the gang's size is known"
     )
+
+
+def native_fields(group: NativePodGroup) -> dict[str, Any]:
+    """A native PodGroup's constraints under the keys of Phalanx's PodGroup spec: the topology a
+    gang must fit in (its node label key) and how it is disrupted (All or Single)."""
+    out: dict[str, Any] = {}
+    if group.topology_key:
+        out[TOPOLOGY_REQUIRED] = group.topology_key
+    if group.disruption_mode:
+        out[DISRUPTION_MODE] = group.disruption_mode
+    return out
 
 
 class PodGroupFactory:
@@ -148,12 +190,19 @@ class PodGroupFactory:
         )
         if workload is not None and workload.timeout_seconds is not None:
             timeout = str(workload.timeout_seconds)
+        group = self.store.native_podgroups.get((key.namespace, sizing.native)) if sizing.native else None
+        if group is not None:
+            timeout = self._native_timeout(group) or timeout
         spec = PodGroupSpec(
             min_member=sizing.min_member,
             schedule_timeout_seconds=int(timeout)
             if timeout and timeout.isdigit() and int(timeout) > 0
             else None,
-        )
+            # Resolved through its PriorityClass like any PodGroup's; a raw priority is not copied.
+            priority_class_name=group.priority_class_name if group is not None else None,
+        ).to_json()
+        if group is not None:
+            spec.update(native_fields(group))
         annotations = {MIN_MEMBER_SOURCE: sizing.source}
         # Made again after a deletion: the members admitted under the old one stay admitted.
         previous = self.store.deleted_admissions.get(key)
@@ -171,8 +220,15 @@ class PodGroupFactory:
             "apiVersion": PODGROUPS.api_version,
             "kind": PODGROUPS.kind,
             "metadata": metadata,
-            "spec": spec.to_json(),
+            "spec": spec,
         }
+
+    def _native_timeout(self, group: NativePodGroup) -> str | None:
+        """Phalanx's timeout annotation on the native PodGroup, else on the Workload it was made from."""
+        if group.timeout_seconds is not None:
+            return str(group.timeout_seconds)
+        workload = self.store.workload_api.get((group.namespace, group.workload)) if group.workload else None
+        return str(workload.timeout_seconds) if workload and workload.timeout_seconds else None
 
     def sizing(self, key: GangKey) -> Sizing | None:
         """The size of a gang that has no PodGroup and needs one (None: it needs none now)."""

@@ -35,7 +35,9 @@ WATCHED = [
     r.PODS,
     r.PRIORITY_CLASSES,
     r.PDBS,
-    r.WORKLOADS,
+    # The native gang API at each version Phalanx reads: only the newest served one is watched.
+    *r.WORKLOAD_VERSIONS,
+    *r.NATIVE_PODGROUP_VERSIONS,
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
     *r.SIZED_WORKLOAD_TYPES,
@@ -123,10 +125,13 @@ class Controller:
                 served.append(rt)
             else:
                 log.info("resource not served, not watched yet", extra={"resource": str(rt)})
-        return served
+        return r.first_served(served)
 
     def _start_informers(self, group: asyncio.TaskGroup, types: list[ResourceType]) -> None:
         sinks = informer_sinks(self.store, types)
+        for rt in types:
+            if rt in r.NATIVE_PODGROUP_VERSIONS:
+                self.store.native_podgroup_api_version = rt.api_version
         informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         for informer in informers:
@@ -138,8 +143,8 @@ class Controller:
         informer joins the same task group, so its crash stops the process like any other's."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
-            watched = {i.rt for i in self.informers}
-            missing = [rt for rt in WATCHED if rt not in watched]
+            watched = {str(i.rt) for i in self.informers}  # any version of it
+            missing = [rt for rt in WATCHED if str(rt) not in watched]
             if not missing:
                 continue
             try:

@@ -38,7 +38,7 @@ ALL_TYPES = (
     r.PODS,
     r.PRIORITY_CLASSES,
     r.PDBS,
-    r.WORKLOADS,
+    *r.NATIVE_TYPES,  # every version: a test seeds the one it needs
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
     *r.SIZED_WORKLOAD_TYPES,

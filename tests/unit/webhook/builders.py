@@ -196,6 +196,10 @@ class PodBuilder(Builder):
         self.obj["spec"]["workloadRef"] = ref
         return self
 
+    def scheduling_group(self, pod_group: str) -> Self:
+        self.obj["spec"]["schedulingGroup"] = {"podGroupName": pod_group}
+        return self
+
     def node_name(self, node: str) -> Self:
         self.obj["spec"]["nodeName"] = node
         return self

@@ -31,6 +31,8 @@ KEYS = [
     "nodeName",
     "workloadRef",
     "podGroup",
+    "schedulingGroup",
+    "podGroupName",
     "replicas",
     "parallelism",
     "completions",
@@ -76,6 +78,7 @@ valid_objects = st.sampled_from(
         mpijob().workers(4).launcher_policy("WaitForWorkersReady"),
         pod().annotation(c.KAI_ANNOTATION, "pg"),
         pod().workload_ref("w", "g").scheduler("kai-scheduler"),
+        pod().scheduling_group("pg"),
     ]
 )
 
