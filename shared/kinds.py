@@ -172,6 +172,7 @@ NATIVE_WORKLOAD_KIND = Kind(
     "workloads",
     (
         "v1beta1",  # 1.37
+        "v1alpha2",  # 1.36
         "v1alpha1",  # 1.35: pods name it in spec.workloadRef
     ),
     Role.NATIVE,
@@ -182,6 +183,7 @@ NATIVE_PODGROUP_KIND = Kind(
     "podgroups",
     (
         "v1beta1",  # 1.37
+        "v1alpha2",  # 1.36
     ),
     Role.NATIVE,
 )

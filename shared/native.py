@@ -40,6 +40,7 @@ class WorkloadRule:
 
 WORKLOAD_RULES: dict[str, WorkloadRule] = {
     "v1beta1": WorkloadRule("podGroupTemplates", "schedulingPolicy"),
+    "v1alpha2": WorkloadRule("podGroupTemplates", "schedulingPolicy"),
     "v1alpha1": WorkloadRule("podGroups", "policy"),
 }
 
@@ -78,9 +79,19 @@ def _disruption_struct(value: object) -> str | None:
     return None
 
 
+def _disruption_string(value: object) -> str | None:
+    """``PodGroup`` (all at once) or ``Pod`` (one by one)."""
+    return {"PodGroup": DISRUPTION_ALL, "Pod": DISRUPTION_SINGLE}.get(text(value))
+
+
 PODGROUP_RULES: dict[str, PodGroupRule] = {
     "v1beta1": PodGroupRule(
         ("workloadRef", "workloadName"), ("workloadRef", "templateName"), _disruption_struct
+    ),
+    "v1alpha2": PodGroupRule(
+        ("podGroupTemplateRef", "workload", "workloadName"),
+        ("podGroupTemplateRef", "workload", "podGroupTemplateName"),
+        _disruption_string,
     ),
 }
 

@@ -186,9 +186,13 @@ async def test_a_podgroup_kind_served_after_the_start_is_watched_from_then_on() 
     [
         (r.NATIVE_TYPES, {str(r.WORKLOAD_VERSIONS[0]): "v1beta1", str(r.NATIVE_PODGROUPS): "v1beta1"}),
         ((r.WORKLOADS,), {str(r.WORKLOADS): "v1alpha1"}),  # 1.35: Workloads of v1alpha1 only
+        (  # 1.36
+            tuple(rt for rt in r.NATIVE_TYPES if rt.version == "v1alpha2"),
+            {str(r.WORKLOADS): "v1alpha2", str(r.NATIVE_PODGROUPS): "v1alpha2"},
+        ),
         ((), {}),  # a server without the native API: nothing of it is watched, nothing breaks
     ],
-    ids=["newest-of-several", "v1alpha1-only", "none"],
+    ids=["newest-of-several", "v1alpha1-only", "v1alpha2-only", "none"],
 )
 async def test_the_native_api_is_read_at_the_newest_version_the_server_serves(
     served: tuple[ResourceType, ...], watched: dict[str, str]

@@ -60,3 +60,24 @@ def test_every_native_version_in_the_registry_has_its_rule() -> None:
     """Adding a version to the registry without saying how it is spelled would read it wrong."""
     assert set(kinds.NATIVE_PODGROUP_KIND.versions) <= set(native.PODGROUP_RULES)
     assert set(kinds.NATIVE_WORKLOAD_KIND.versions) <= set(native.WORKLOAD_RULES)
+
+
+def test_a_v1alpha2_podgroup_reads_the_same_from_its_own_spelling() -> None:
+    group = native.native_podgroup(
+        {
+            "metadata": {"name": "train", "namespace": "team", "uid": "u1"},
+            "spec": {
+                "podGroupTemplateRef": {
+                    "workload": {"workloadName": "job", "podGroupTemplateName": "workers"}
+                },
+                "schedulingPolicy": {"gang": {"minCount": 4}},
+                "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/rack"}]},
+                "disruptionMode": "PodGroup",
+                "priorityClassName": "high",
+            },
+        }
+    )
+    assert group == native.NativePodGroup(
+        "team", "train", "u1", 4, "job", "workers", "topology.kubernetes.io/rack", "All", "high", None, None
+    )
+    assert native.native_podgroup({"spec": {"disruptionMode": "Pod"}}).disruption_mode == "Single"
