@@ -200,6 +200,8 @@ class PodGroupFactory:
             else None,
             # Resolved through its PriorityClass like any PodGroup's; a raw priority is not copied.
             priority_class_name=group.priority_class_name if group is not None else None,
+            # A child of a CompositePodGroup starts with its siblings (Phalanx's hierarchical gangs).
+            parent_pod_group=grouplink.native_group_name(group.parent) if group and group.parent else None,
         ).to_json()
         if group is not None:
             spec.update(native_fields(group))

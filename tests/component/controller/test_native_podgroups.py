@@ -125,3 +125,17 @@ async def test_the_timeout_written_on_the_workload_reaches_the_gang(h: Harness) 
     await settle(h)
     group = h.pg("train")
     assert group is not None and group["spec"]["scheduleTimeoutSeconds"] == 120
+
+
+async def test_children_of_a_composite_podgroup_start_together(h: Harness) -> None:
+    """Two children of one CompositePodGroup: the one that fits alone waits for its sibling."""
+    for name in ("leader", "workers"):
+        h.kube.seed(r.NATIVE_PODGROUPS, native_podgroup(name, min_count=2, parentCompositePodGroupName="job"))
+    h.kube.seed(r.PODS, *member_pods(2, "leader"))
+    await settle(h)
+    leader = h.pg("leader")
+    assert leader is not None and leader["spec"]["parentPodGroup"] == "job"
+    assert all(gates_of(h.pod(f"leader-{i}")) == [c.GATE] for i in range(2))  # its sibling has no pods yet
+    h.kube.seed(r.PODS, *member_pods(2, "workers"))
+    await settle(h)
+    assert all(not gates_of(h.pod(f"{g}-{i}")) for g in ("leader", "workers") for i in range(2))

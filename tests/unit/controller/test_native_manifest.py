@@ -64,3 +64,8 @@ def test_the_priority_class_is_resolved_by_name_and_a_raw_priority_is_not_truste
 
 def test_no_constraints_no_keys() -> None:
     assert manifest({"schedulingPolicy": {"basic": {}}}) == {"minMember": 1}
+
+
+def test_a_child_of_a_composite_podgroup_names_its_parent_as_its_parent_group() -> None:
+    spec = manifest({"schedulingPolicy": {"gang": {"minCount": 2}}, "parentCompositePodGroupName": "job"})
+    assert spec == {"minMember": 2, "parentPodGroup": "job"}
