@@ -18,6 +18,7 @@ from shared.cli import settings_from_cli
 from shared.logging import configure_logging
 
 log = logging.getLogger("controller")
+LEASE_CONNECTIONS = 2
 
 
 def parse_settings(argv: Sequence[str] | None = None) -> ControllerSettings:
@@ -27,7 +28,10 @@ def parse_settings(argv: Sequence[str] | None = None) -> ControllerSettings:
 
 async def _main(settings: ControllerSettings) -> None:
     kube = await KubeClient.connect(settings.kubeconfig, settings.patch_concurrency)
-    controller = Controller(settings, kube)
+    # Leadership on a connection pool of its own: lifting a large gang's gates fills the main pool,
+    # and a renewal queued behind those requests would lose the lease (and the process) mid-admission.
+    lease_kube = await KubeClient.connect(settings.kubeconfig, LEASE_CONNECTIONS)
+    controller = Controller(settings, kube, lease_kube=lease_kube)
     task = asyncio.create_task(controller.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -37,8 +41,9 @@ async def _main(settings: ControllerSettings) -> None:
     except asyncio.CancelledError:
         log.info("shutting down")
     finally:
-        with contextlib.suppress(Exception):
-            await kube.close()
+        for client in (kube, lease_kube):
+            with contextlib.suppress(Exception):
+                await client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

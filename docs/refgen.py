@@ -25,10 +25,12 @@ sys.path.insert(0, str(REPO))
 
 from controller.__main__ import parse_settings  # noqa: E402
 from controller.cli.__main__ import parser as plugin_parser  # noqa: E402
-from controller.core.model import EventReason, Reason  # noqa: E402
+from controller.cli.audit import Check  # noqa: E402
+from controller.core import EventReason, Reason  # noqa: E402
 from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
 from shared import kinds  # noqa: E402
+from shared.podgroup import Phase  # noqa: E402
 from webhook.__main__ import parse_settings as webhook_parse_settings  # noqa: E402
 from webhook.config import WebhookSettings  # noqa: E402
 from webhook.metrics import WebhookMetrics  # noqa: E402
@@ -140,9 +142,13 @@ def _comments(path: Path, cls: str | None = None) -> dict[str, str]:
     return out
 
 
-def reasons(enum: type[Reason] | type[EventReason] = Reason) -> list[str]:
-    notes = _comments(REPO / "controller/core/model.py", enum.__name__)
-    rows = ["| reason | note |", "|---|---|"]
+def reasons(
+    enum: type[Reason] | type[EventReason] | type[Phase] | type[Check] = Reason,
+    source: str = "controller/core/model.py",
+    heading: str = "reason",
+) -> list[str]:
+    notes = _comments(REPO / source, enum.__name__)
+    rows = [f"| {heading} | note |", "|---|---|"]
     rows += [f"| `{r.value}` | {_cell(notes.get(r.name, ''))} |" for r in enum]
     return rows
 
@@ -279,6 +285,10 @@ def render() -> str:
         "",
         *plugin_commands(),
         "",
+        "The `check` of each `audit` finding:",
+        "",
+        *reasons(Check, "controller/cli/audit.py", "check"),
+        "",
         "## Metrics",
         "",
         *metrics(),
@@ -289,9 +299,13 @@ def render() -> str:
         "",
         "## PodGroup reasons",
         "",
+        "`status.phase`, from the one model the CRD schema is generated from (`shared/podgroup.py`):",
+        "",
+        *reasons(Phase, "shared/podgroup.py", "phase"),
+        "",
         "`status.reason` and the `Admitted` condition's reason (the",
-        "[user guide](user-guide.md#reading-why-a-gang-waits) explains each);",
-        "besides these, the status uses `Degraded`, `Finished` and `MembersFailed`.",
+        "[user guide](user-guide.md#reading-why-a-gang-waits) explains each); the `Degraded`",
+        "condition says `Degraded` or `Whole`.",
         "",
         *reasons(),
         "",

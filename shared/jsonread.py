@@ -7,7 +7,10 @@ tolerates a wrong type by treating it as absent. Pure: no I/O.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
+
+# A parsed JSON object (an API object, a watch event, a patch body): the one name for it.
+JsonObject: TypeAlias = dict[str, Any]
 
 
 def obj(value: Any) -> dict[str, Any]:
@@ -51,6 +54,20 @@ def strings(value: Any) -> dict[str, str]:
 
 def text(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def whole_number(value: Any) -> int | None:
+    """An integer written in an object or as a label or annotation value: an int, a whole float
+    (YAML "3.0") or a string of digits counts, a bool does not; anything else is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().removeprefix("-").isdigit():
+        return int(value)
+    return None
 
 
 def integer(value: Any, default: int) -> int:

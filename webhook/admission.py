@@ -12,13 +12,13 @@ from typing import NamedTuple
 from shared.jsonread import obj, text
 from shared.kinds import KINDS, POD
 from shared.logging import log_fields
+from webhook.body import JSON_TYPE
 from webhook.metrics import WebhookMetrics
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate_request
 from webhook.review import Review, ReviewError, encode_response, parse_review
 
 log = logging.getLogger("phalanx.webhook")
 
-JSON = "application/json"
 TEXT = "text/plain"
 # Metric label values are bounded to what Phalanx knows, whatever a client sends.
 KIND_LABELS = frozenset({POD[2], *(gvk[2] for gvk in KINDS)})
@@ -28,7 +28,7 @@ UNKNOWN = "unknown"
 class Answer(NamedTuple):  # a tuple: made on every request, and cheaper than a frozen dataclass
     status: int
     body: bytes
-    content_type: str = JSON
+    content_type: str = JSON_TYPE
 
 
 class Admitter:

@@ -15,18 +15,19 @@ import random
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from controller.api.kube import JSON, ApiError, Kube
+from controller.api.kube import ApiError, Kube
 from controller.api.resources import ResourceType
+from shared.jsonread import JsonObject
 
 log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
-    def replace(self, items: list[JSON]) -> None: ...
+    def replace(self, items: list[JsonObject]) -> None: ...
 
-    def upsert(self, obj: JSON) -> None: ...
+    def upsert(self, obj: JsonObject) -> None: ...
 
-    def delete(self, obj: JSON) -> None: ...
+    def delete(self, obj: JsonObject) -> None: ...
 
 
 class Informer:

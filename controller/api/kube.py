@@ -1,7 +1,7 @@
 """The one module that talks to the API server.
 
 A thin, typed adapter over an authenticated transport (controller/api/transport.py) that sends and
-returns plain JSON dicts (parsed with orjson), so the rest of the controller never sees generated
+returns plain JsonObject dicts (parsed with orjson), so the rest of the controller never sees generated
 model classes -- they are slow to build and hide fields. Everything else depends on the ``Kube``
 Protocol, so tests can swap in a fake.
 """
@@ -18,6 +18,7 @@ import orjson
 
 from controller.api import transport
 from controller.api.resources import ResourceType
+from shared.jsonread import JsonObject
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,6 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
 }
-JSON = dict[str, Any]
 
 
 class ApiError(Exception):
@@ -55,13 +55,17 @@ class ApiError(Exception):
 class Kube(Protocol):
     async def list(
         self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[JSON], str]: ...
+    ) -> tuple[list[JsonObject], str]: ...
 
-    def watch(self, rt: ResourceType, resource_version: str, timeout_seconds: int) -> AsyncIterator[JSON]: ...
+    def watch(
+        self, rt: ResourceType, resource_version: str, timeout_seconds: int
+    ) -> AsyncIterator[JsonObject]: ...
 
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JSON: ...
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject: ...
 
-    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JSON: ...
+    async def create(
+        self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]
+    ) -> JsonObject: ...
 
     async def patch(
         self,
@@ -71,11 +75,11 @@ class Kube(Protocol):
         body: Any,
         patch_type: PatchType = "merge",
         subresource: str | None = None,
-    ) -> JSON: ...
+    ) -> JsonObject: ...
 
     async def replace(
         self, rt: ResourceType, namespace: str | None, name: str, body: Mapping[str, Any]
-    ) -> JSON: ...
+    ) -> JsonObject: ...
 
     async def delete(
         self, rt: ResourceType, namespace: str | None, name: str, uid: str | None = None
@@ -153,16 +157,16 @@ class KubeClient:
             raise _error(response.status, data)
         return response
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> JSON:
+    async def _json(self, method: str, path: str, **kwargs: Any) -> JsonObject:
         response = await self._request(method, path, **kwargs)
         data = await response.read()
-        result: JSON = orjson.loads(data) if data else {}
+        result: JsonObject = orjson.loads(data) if data else {}
         return result
 
     async def list(
         self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[JSON], str]:
-        items: list[JSON] = []
+    ) -> tuple[list[JsonObject], str]:
+        items: list[JsonObject] = []
         token = ""
         while True:
             query = [("limit", str(self._page))]
@@ -178,7 +182,7 @@ class KubeClient:
 
     async def watch(
         self, rt: ResourceType, resource_version: str, timeout_seconds: int
-    ) -> AsyncIterator[JSON]:
+    ) -> AsyncIterator[JsonObject]:
         query = [
             ("watch", "1"),
             ("resourceVersion", resource_version),
@@ -193,10 +197,10 @@ class KubeClient:
         finally:
             response.release()
 
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JSON:
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
         return await self._json("GET", rt.path(namespace, name))
 
-    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JSON:
+    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JsonObject:
         return await self._json("POST", rt.path(namespace), body=dict(body))
 
     async def patch(
@@ -207,7 +211,7 @@ class KubeClient:
         body: Any,
         patch_type: PatchType = "merge",
         subresource: str | None = None,
-    ) -> JSON:
+    ) -> JsonObject:
         return await self._json(
             "PATCH",
             rt.path(namespace, name, subresource),
@@ -217,13 +221,13 @@ class KubeClient:
 
     async def replace(
         self, rt: ResourceType, namespace: str | None, name: str, body: Mapping[str, Any]
-    ) -> JSON:
+    ) -> JsonObject:
         return await self._json("PUT", rt.path(namespace, name), body=dict(body))
 
     async def delete(
         self, rt: ResourceType, namespace: str | None, name: str, uid: str | None = None
     ) -> None:
-        body: JSON = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        body: JsonObject = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
         if uid:
             body["preconditions"] = {"uid": uid}  # never delete a newer object of the same name
         await self._json("DELETE", rt.path(namespace, name), body=body)
@@ -231,12 +235,12 @@ class KubeClient:
     async def evict(
         self, namespace: str, name: str, grace_seconds: int | None = None, dry_run: bool = False
     ) -> None:
-        body: JSON = {
+        body: JsonObject = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
-        options: JSON = {}
+        options: JsonObject = {}
         if grace_seconds is not None:
             options["gracePeriodSeconds"] = grace_seconds
         if dry_run:  # checks PodDisruptionBudgets without evicting
@@ -255,7 +259,7 @@ class KubeClient:
             raise
         return any(r.get("name") == rt.plural for r in resources.get("resources", []))
 
-    async def server_version(self) -> JSON:
+    async def server_version(self) -> JsonObject:
         """The API server's /version (gitVersion, major, minor)."""
         return await self._json("GET", "/version")
 

@@ -6,43 +6,36 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controller.api import resources
-from controller.api.kube import JSON
 from controller.api.resources import ResourceType
 from controller.api.store import Store, StoreSink
-
-
-def _replan(store: Store, changed: bool) -> None:
-    if changed:
-        for listener in store.listeners:
-            listener(None)  # a queue's quota or membership moves every gang's order
+from shared.jsonread import JsonObject
 
 
 def queue_sinks(
     store: Store, types: Iterable[ResourceType], namespaces: StoreSink | None
 ) -> dict[str, StoreSink]:
-    registry = store.queues
     sinks: dict[str, StoreSink] = {}
     for rt in types:
         if rt in resources.QUEUE_TYPES:
             sinks[str(rt)] = StoreSink(
-                lambda raw, rt=rt: _replan(store, registry.upsert(rt, raw)),  # type: ignore[misc]
-                lambda raw, rt=rt: _replan(store, registry.delete(rt, raw)),  # type: ignore[misc]
-                lambda items, rt=rt: _replan(store, registry.replace(rt, items)),  # type: ignore[misc]
+                lambda raw, rt=rt: store.upsert_queue(rt, raw),  # type: ignore[misc]
+                lambda raw, rt=rt: store.delete_queue(rt, raw),  # type: ignore[misc]
+                lambda items, rt=rt: store.replace_queues(rt, items),  # type: ignore[misc]
             )
     if namespaces is not None:
         inner = namespaces
 
-        def upsert(raw: JSON) -> None:
+        def upsert(raw: JsonObject) -> None:
             inner.upsert(raw)
-            _replan(store, registry.upsert_namespace(raw))
+            store.upsert_namespace_queues(raw)
 
-        def delete(raw: JSON) -> None:
+        def delete(raw: JsonObject) -> None:
             inner.delete(raw)
-            _replan(store, registry.delete_namespace(raw))
+            store.delete_namespace_queues(raw)
 
-        def replace(items: list[JSON]) -> None:
+        def replace(items: list[JsonObject]) -> None:
             inner.replace(items)
-            _replan(store, registry.replace_namespaces(items))
+            store.replace_namespace_queues(items)
 
         sinks[str(resources.NAMESPACES)] = StoreSink(upsert, delete, replace)
     return sinks

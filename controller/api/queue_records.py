@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api.resources import QUEUES, QUEUES_KAI, ResourceType
-from controller.core.model import Pod, Queue, QueueGrant, QueueResource
+from controller.core import Pod, Queue, QueueGrant, QueueResource
 from shared import constants
+from shared.jsonread import JsonObject, name_of
 from shared.quantities import QuantityError, to_int
+from shared.queue import QueueSpec
 
 log = logging.getLogger(__name__)
 
-JSON = Mapping[str, Any]
 KAI_MEGABYTE = 1_000_000  # KAI's Queue gives memory in MB
 
 
@@ -51,27 +52,24 @@ def _weight(value: object) -> float:
     return weight if weight >= 0 else 1.0
 
 
-def phalanx_queue(raw: JSON) -> QueueRecord:
-    meta = raw.get("metadata") or {}
-    spec = raw.get("spec") or {}
-    name = str(meta.get("name", ""))
+def phalanx_queue(raw: JsonObject) -> QueueRecord:
+    name = name_of(raw)
+    spec = QueueSpec.from_json(raw.get("spec"))
     resources: dict[str, QueueResource] = {}
     problems = []
-    for resource, given in (spec.get("resources") or {}).items():
-        body = given or {}
+    for resource, given in spec.resources.items():
         try:
-            quota = to_int(resource, body.get("quota", 0))
-            limit_raw = body.get("limit")
-            limit = None if limit_raw is None else to_int(resource, limit_raw)
+            quota = to_int(resource, given.quota or 0)
+            limit = None if given.limit is None else to_int(resource, given.limit)
         except (QuantityError, ValueError) as err:
             problems.append(f"{resource}: {err}")
             continue
-        resources[str(resource)] = QueueResource(
+        resources[resource] = QueueResource(
             max(0, quota),
             None if limit is None or limit < 0 else limit,
-            _weight(body.get("overQuotaWeight", 1)),
+            _weight(given.over_quota_weight),
         )
-    queue = Queue(name, str(spec.get("parent") or "") or None, resources)
+    queue = Queue(name, spec.parent, resources)
     return QueueRecord(QUEUES, name, queue, dict(raw.get("status") or {}), "; ".join(problems) or None)
 
 
@@ -84,7 +82,7 @@ def _kai_amount(value: object, scale: float) -> int | None:
     return None if number < 0 else int(number * scale)
 
 
-def kai_queue(raw: JSON, gpu_resource: str = constants.GPU_RESOURCE) -> QueueRecord:
+def kai_queue(raw: JsonObject, gpu_resource: str = constants.GPU_RESOURCE) -> QueueRecord:
     """KAI's scheduling.run.ai/v2 Queue: gpu in units, cpu in millicores, memory in MB."""
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
@@ -107,7 +105,7 @@ def kai_queue(raw: JSON, gpu_resource: str = constants.GPU_RESOURCE) -> QueueRec
     return QueueRecord(QUEUES_KAI, name, queue, dict(raw.get("status") or {}))
 
 
-PARSERS: dict[ResourceType, Callable[[JSON], QueueRecord]] = {
+PARSERS: dict[ResourceType, Callable[[JsonObject], QueueRecord]] = {
     QUEUES: phalanx_queue,
     QUEUES_KAI: kai_queue,
 }
@@ -135,7 +133,7 @@ class QueueRegistry:
 
     # ---- informer feed (True: something changed) ------------------------------------------------
 
-    def upsert(self, rt: ResourceType, raw: JSON) -> bool:
+    def upsert(self, rt: ResourceType, raw: JsonObject) -> bool:
         record = PARSERS[rt](raw)
         old = self.by_kind[rt].get(record.name)
         self.by_kind[rt][record.name] = record
@@ -143,16 +141,16 @@ class QueueRegistry:
             log.warning("queue spec partly unreadable", extra={"queue": record.name, "error": record.problem})
         return old is None or old.queue != record.queue
 
-    def delete(self, rt: ResourceType, raw: JSON) -> bool:
+    def delete(self, rt: ResourceType, raw: JsonObject) -> bool:
         return self.by_kind[rt].pop(str((raw.get("metadata") or {}).get("name", "")), None) is not None
 
-    def replace(self, rt: ResourceType, items: Iterable[JSON]) -> bool:
+    def replace(self, rt: ResourceType, items: Iterable[JsonObject]) -> bool:
         self.by_kind[rt] = {}
         for raw in items:
             self.upsert(rt, raw)
         return True
 
-    def upsert_namespace(self, raw: JSON) -> bool:
+    def upsert_namespace(self, raw: JsonObject) -> bool:
         meta = raw.get("metadata") or {}
         name = str(meta.get("name", ""))
         queue = str((meta.get("labels") or {}).get(constants.QUEUE_LABEL, "")) or None
@@ -167,12 +165,12 @@ class QueueRegistry:
             self.namespace_allowed[name] = allowed
         return True
 
-    def delete_namespace(self, raw: JSON) -> bool:
+    def delete_namespace(self, raw: JsonObject) -> bool:
         name = str((raw.get("metadata") or {}).get("name", ""))
         allowed = self.namespace_allowed.pop(name, None)
         return self.namespace_queue.pop(name, None) is not None or allowed is not None
 
-    def replace_namespaces(self, items: Iterable[JSON]) -> bool:
+    def replace_namespaces(self, items: Iterable[JsonObject]) -> bool:
         self.namespace_queue = {}
         self.namespace_allowed = {}
         for raw in items:

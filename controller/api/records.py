@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.api.resources import ResourceType
-from controller.core.model import (
+from controller.core import (
     NODE_NAME_FIELD,
     GangKey,
     Node,
@@ -22,8 +22,9 @@ from controller.core.model import (
     Requirement,
     Taint,
     Toleration,
+    effective_requests,
 )
-from controller.core.requests import effective_requests
+from controller.core import messages as msg
 from shared import constants, grouplink, native
 from shared.jsonread import (
     get_in,
@@ -38,7 +39,7 @@ from shared.jsonread import (
     text,
 )
 from shared.kinds import KINDS
-from shared.podgroup import PodGroupSpec, subgroup_minimums
+from shared.podgroup import PodGroupSpec, PodGroupStatus, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -125,19 +126,16 @@ def pinned_node_terms(pod: Pod, node: str) -> list[dict[str, Any]]:
 
 
 def _unmodelled(affinity: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-    reasons = []
-    for kind, label in (
-        ("podAffinity", "inter-pod affinity"),
-        ("podAntiAffinity", "inter-pod anti-affinity"),
-    ):
-        if get_in(affinity, kind, "requiredDuringSchedulingIgnoredDuringExecution"):
-            reasons.append(label)
-    if any(
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    spread = any(
         isinstance(t, Mapping) and t.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
         for t in items(spec.get("topologySpreadConstraints"))
-    ):
-        reasons.append("topology spread")
-    return " and ".join(reasons) or None
+    )
+    return msg.unmodelled(
+        bool(get_in(affinity, "podAffinity", required)),
+        bool(get_in(affinity, "podAntiAffinity", required)),
+        spread,
+    )
 
 
 def owner_of(meta: Mapping[str, Any]) -> OwnerRef | None:
@@ -197,7 +195,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
     try:
         requests = effective_requests(spec)
     except (QuantityError, ValueError) as err:
-        raise InvalidPod(f"pod {meta.get('namespace')}/{meta.get('name')}: {err}") from err
+        raise InvalidPod(msg.invalid_pod(meta.get("namespace"), meta.get("name"), err)) from err
     gates = [str(g.get("name", "")) for g in items(spec.get("schedulingGates")) if isinstance(g, Mapping)]
     affinity = obj(spec.get("affinity"))
     link = grouplink.resolve(labels, annotations, spec)
@@ -249,6 +247,12 @@ class PodGroupRecord:
     owner_references: list[dict[str, Any]]
     # KAI's spec.subGroups: {leaf subgroup: its minMember} (empty for every other kind).
     subgroups: Mapping[str, int] = field(default_factory=dict)
+    # ``status`` read into the typed model once per record (every pass reads it for every gang);
+    # ``status`` itself stays as stored, so a merge patch's result can be assumed on it.
+    parsed_status: PodGroupStatus = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parsed_status", PodGroupStatus.from_json(self.status))
 
     @property
     def key(self) -> GangKey:

@@ -16,7 +16,6 @@ from typing import Any
 
 from controller.api import admission_record, records, resources
 from controller.api.admission_record import AdmissionRecord
-from controller.api.kube import JSON
 from controller.api.queue_records import QueueRegistry
 from controller.api.records import (
     DisruptionBudget,
@@ -28,9 +27,9 @@ from controller.api.records import (
     gang_key_of,
 )
 from controller.api.resources import PODGROUP_TYPES, ResourceType
-from controller.core.model import GangKey, Node, Pod
+from controller.core import GangKey, Node, Pod
 from shared import constants, grouplink, native
-from shared.jsonread import metadata_of, name_of, namespace_of, obj, uid_of
+from shared.jsonread import JsonObject, metadata_of, name_of, namespace_of, obj, uid_of
 from shared.native import NativePodGroup
 
 log = logging.getLogger(__name__)
@@ -48,7 +47,8 @@ class Hold:
 
 @dataclass
 class Store:
-    listeners: list[ChangeListener] = field(default_factory=list)
+    # Told which gang a change touched (None: every gang); see ``subscribe``.
+    _listeners: list[ChangeListener] = field(default_factory=list)
     nodes: dict[str, Node] = field(default_factory=dict)
     pods: dict[str, Pod] = field(default_factory=dict)
     pods_by_gang: dict[GangKey, set[str]] = field(default_factory=lambda: defaultdict(set))
@@ -81,8 +81,12 @@ class Store:
     queues: QueueRegistry = field(default_factory=QueueRegistry)
 
     # ---- notifications ---------------------------------------------------------------------------
+    def subscribe(self, listener: ChangeListener) -> None:
+        """Call ``listener`` with the gang each change touches (None: every gang may have moved)."""
+        self._listeners.append(listener)
+
     def _changed(self, key: GangKey | None) -> None:
-        for listener in self.listeners:
+        for listener in self._listeners:
             listener(key)
 
     # ---- queries ---------------------------------------------------------------------------------
@@ -190,7 +194,7 @@ class Store:
             return key
         return None
 
-    def upsert_pod(self, raw: JSON) -> None:
+    def upsert_pod(self, raw: JsonObject) -> None:
         try:
             pod = records.pod_record(raw)
         except records.InvalidPod as err:
@@ -214,7 +218,7 @@ class Store:
         if old is None or old.holds_capacity != pod.holds_capacity or old.node_name != pod.node_name:
             self._changed(None)
 
-    def delete_pod(self, raw: JSON) -> None:
+    def delete_pod(self, raw: JsonObject) -> None:
         uid = uid_of(raw)
         self.invalid_pods.pop(uid, None)
         self._lifted.discard(uid)
@@ -227,7 +231,7 @@ class Store:
             self._changed(key)
         self._changed(None)
 
-    def replace_pods(self, items: list[JSON]) -> None:
+    def replace_pods(self, items: list[JsonObject]) -> None:
         seen = set()
         for raw in items:
             seen.add(uid_of(raw))
@@ -238,22 +242,22 @@ class Store:
         self._changed(None)
 
     # ---- nodes -----------------------------------------------------------------------------------
-    def upsert_node(self, raw: JSON) -> None:
+    def upsert_node(self, raw: JsonObject) -> None:
         node = records.node_record(raw)
         if self.nodes.get(node.name) != node:
             self.nodes[node.name] = node
             self._changed(None)
 
-    def delete_node(self, raw: JSON) -> None:
+    def delete_node(self, raw: JsonObject) -> None:
         if self.nodes.pop(name_of(raw), None) is not None:
             self._changed(None)
 
-    def replace_nodes(self, items: list[JSON]) -> None:
+    def replace_nodes(self, items: list[JsonObject]) -> None:
         self.nodes = {n.name: n for n in map(records.node_record, items)}
         self._changed(None)
 
     # ---- podgroups -------------------------------------------------------------------------------
-    def upsert_podgroup(self, rt: ResourceType, raw: JSON) -> None:
+    def upsert_podgroup(self, rt: ResourceType, raw: JsonObject) -> None:
         record = records.podgroup_record(rt, raw)
         self.podgroups[rt][record.key] = record
         self.deleted_admissions.pop(record.key, None)
@@ -266,7 +270,7 @@ class Store:
                 del self._assumed[record.key]
         self._changed(record.key)
 
-    def delete_podgroup(self, rt: ResourceType, raw: JSON) -> None:
+    def delete_podgroup(self, rt: ResourceType, raw: JsonObject) -> None:
         key = gang_key_of(raw)
         record = self.podgroups[rt].pop(key, None)
         if record is None:
@@ -281,7 +285,7 @@ class Store:
         self._changed(key)
         self._changed(None)
 
-    def replace_podgroups(self, rt: ResourceType, items: list[JSON]) -> None:
+    def replace_podgroups(self, rt: ResourceType, items: list[JsonObject]) -> None:
         old = set(self.podgroups[rt])
         self.podgroups[rt] = {}
         for raw in items:
@@ -294,19 +298,19 @@ class Store:
         self._changed(None)
 
     # ---- cluster-scoped settings -------------------------------------------------------------------
-    def upsert_priority_class(self, raw: JSON) -> None:
+    def upsert_priority_class(self, raw: JsonObject) -> None:
         self.priority_classes[name_of(raw)] = records.priority_class_record(raw)
         self._changed(None)
 
-    def delete_priority_class(self, raw: JSON) -> None:
+    def delete_priority_class(self, raw: JsonObject) -> None:
         self.priority_classes.pop(name_of(raw), None)
         self._changed(None)
 
-    def replace_priority_classes(self, items: list[JSON]) -> None:
+    def replace_priority_classes(self, items: list[JsonObject]) -> None:
         self.priority_classes = {name_of(raw): records.priority_class_record(raw) for raw in items}
         self._changed(None)
 
-    def upsert_namespace(self, raw: JSON) -> None:
+    def upsert_namespace(self, raw: JsonObject) -> None:
         namespace = records.namespace_record(raw)
         if namespace.terminating and namespace.name not in self.terminating_namespaces:
             self.terminating_namespaces.add(namespace.name)
@@ -318,78 +322,103 @@ class Store:
                 self.opted_in.discard(namespace.name)
             self._changed(None)
 
-    def delete_namespace(self, raw: JSON) -> None:
+    def delete_namespace(self, raw: JsonObject) -> None:
         name = name_of(raw)
         self.opted_in.discard(name)
         self.terminating_namespaces.discard(name)
 
-    def replace_namespaces(self, items: list[JSON]) -> None:
+    def replace_namespaces(self, items: list[JsonObject]) -> None:
         self.opted_in = set()
         self.terminating_namespaces = set()
         for raw in items:
             self.upsert_namespace(raw)
 
-    def upsert_budget(self, raw: JSON) -> None:
+    def upsert_budget(self, raw: JsonObject) -> None:
         budget = records.budget_record(raw)
         self.budgets[budget.key] = budget
         self._changed(None)
 
-    def delete_budget(self, raw: JSON) -> None:
+    def delete_budget(self, raw: JsonObject) -> None:
         self.budgets.pop(budget_key_of(raw), None)
         self._changed(None)
 
-    def replace_budgets(self, items: list[JSON]) -> None:
+    def replace_budgets(self, items: list[JsonObject]) -> None:
         self.budgets = {budget.key: budget for budget in map(records.budget_record, items)}
         self._changed(None)
 
     # ---- the native Workload API -------------------------------------------------------------------
-    def upsert_workload(self, raw: JSON) -> None:
+    def upsert_workload(self, raw: JsonObject) -> None:
         workload = records.workload_api_record(raw)
         self.workload_api[workload.key] = workload
         # Its gangs are named per podGroup and replica key, which only the pods know: replan all.
         self._changed(None)
 
-    def delete_workload(self, raw: JSON) -> None:
+    def delete_workload(self, raw: JsonObject) -> None:
         self.workload_api.pop((namespace_of(raw), name_of(raw)), None)
 
-    def replace_workloads(self, items: list[JSON]) -> None:
+    def replace_workloads(self, items: list[JsonObject]) -> None:
         self.workload_api = {w.key: w for w in map(records.workload_api_record, items)}
         self._changed(None)
 
     # ---- native PodGroups (scheduling.k8s.io, 1.36+) ---------------------------------------------------
-    def upsert_native_podgroup(self, raw: JSON) -> None:
+    def upsert_native_podgroup(self, raw: JsonObject) -> None:
         group = native.native_podgroup(raw)
         if self.native_podgroups.get(group.key) != group:
             self.native_podgroups[group.key] = group
             self._changed(GangKey(group.namespace, grouplink.native_group_name(group.name)))
 
-    def delete_native_podgroup(self, raw: JSON) -> None:
+    def delete_native_podgroup(self, raw: JsonObject) -> None:
         # Its Phalanx PodGroup is garbage-collected with it (owned), and its pods too where owned.
         if self.native_podgroups.pop((namespace_of(raw), name_of(raw)), None) is not None:
             self._changed(GangKey(namespace_of(raw), grouplink.native_group_name(name_of(raw))))
 
-    def replace_native_podgroups(self, items: list[JSON]) -> None:
+    def replace_native_podgroups(self, items: list[JsonObject]) -> None:
         old = set(self.native_podgroups)
         self.native_podgroups = {g.key: g for g in map(native.native_podgroup, items)}
         for namespace, name in old | set(self.native_podgroups):
             self._changed(GangKey(namespace, grouplink.native_group_name(name)))
 
     # ---- workloads that size their gang (Job, StatefulSet, the operators' kinds) --------------------
-    def upsert_workload_size(self, rt: ResourceType, raw: JSON) -> None:
+    def upsert_workload_size(self, rt: ResourceType, raw: JsonObject) -> None:
         workload = records.workload_size_record(rt, raw)
         if workload is not None and self.workload_sizes.get(workload.key) != workload:
             self.workload_sizes[workload.key] = workload
             self._changed(None)  # scaled (rare): its gang, whatever its name, follows
 
-    def delete_workload_size(self, rt: ResourceType, raw: JSON) -> None:
+    def delete_workload_size(self, rt: ResourceType, raw: JsonObject) -> None:
         # Its pods go with it (garbage collection); nothing to re-plan for the size alone.
         self.workload_sizes.pop((rt.kind, namespace_of(raw), name_of(raw)), None)
 
-    def replace_workload_sizes(self, rt: ResourceType, items: list[JSON]) -> None:
+    def replace_workload_sizes(self, rt: ResourceType, items: list[JsonObject]) -> None:
         kept = {key: size for key, size in self.workload_sizes.items() if key[0] != rt.kind}
         listed = [w for raw in items if (w := records.workload_size_record(rt, raw)) is not None]
         self.workload_sizes = kept | {workload.key: workload for workload in listed}
         self._changed(None)
+
+    # ---- queues (controller/api/queue_feed.py feeds these) ---------------------------------------
+    # A queue's quota or a namespace's grant moves every gang's order: a change replans them all.
+
+    def upsert_queue(self, rt: ResourceType, raw: JsonObject) -> None:
+        self._queues_changed(self.queues.upsert(rt, raw))
+
+    def delete_queue(self, rt: ResourceType, raw: JsonObject) -> None:
+        self._queues_changed(self.queues.delete(rt, raw))
+
+    def replace_queues(self, rt: ResourceType, items: list[JsonObject]) -> None:
+        self._queues_changed(self.queues.replace(rt, items))
+
+    def upsert_namespace_queues(self, raw: JsonObject) -> None:
+        self._queues_changed(self.queues.upsert_namespace(raw))
+
+    def delete_namespace_queues(self, raw: JsonObject) -> None:
+        self._queues_changed(self.queues.delete_namespace(raw))
+
+    def replace_namespace_queues(self, items: list[JsonObject]) -> None:
+        self._queues_changed(self.queues.replace_namespaces(items))
+
+    def _queues_changed(self, changed: bool) -> None:
+        if changed:
+            self._changed(None)
 
 
 class StoreSink:
@@ -397,9 +426,9 @@ class StoreSink:
 
     def __init__(
         self,
-        upsert: Callable[[JSON], None],
-        delete: Callable[[JSON], None],
-        replace: Callable[[list[JSON]], None],
+        upsert: Callable[[JsonObject], None],
+        delete: Callable[[JsonObject], None],
+        replace: Callable[[list[JsonObject]], None],
     ) -> None:
         self.upsert = upsert
         self.delete = delete

@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.api.kube import ApiError, Kube
 from controller.api.resources import ResourceType, of
-from controller.core.model import Pod
+from controller.core import Pod
 from shared import constants, kinds
 from shared.kinds import Role
 

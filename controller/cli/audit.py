@@ -12,14 +12,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from controller.api import records
 from controller.cli.cluster import ClusterState
 from controller.cli.render import table
-from controller.core.model import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait
-from controller.core.planner import plan
-from controller.core.whatif import without
+from controller.core import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait, plan, without
 from controller.pipeline import gangs
 from controller.pipeline.podgroups import declared_size, waiting_message
 from shared import constants
@@ -32,6 +31,26 @@ from webhook.mutate import MutationConfig, Outcome, mutate
 from webhook.patch import APPEND
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+
+
+class Check(StrEnum):
+    """What an audit finding is about: its ``check`` (the CHECK column, the JSON field)."""
+
+    REFUSED = "Refused"  # (error) the webhook would refuse the workload
+    NOT_GANG_SCHEDULED = "NotGangScheduled"  # (info) the webhook would leave it alone, and why
+    ORDERED_READY = "OrderedReady"  # (warning) a StatefulSet whose pods start one by one: recreate it
+    WEBHOOK = "Webhook"  # (info) another warning of the webhook's
+    SIZE_UNKNOWN = "SizeUnknown"  # (error) its gang's size cannot be known: it would wait
+    GROUP_SIZE = "GroupSize"  # (error) its gang's size can never be satisfied
+    NEVER_FITS = "NeverFits"  # (error) no node could ever hold a member, even on an empty cluster
+    NEVER_STARTS = "NeverStarts"  # (error) its gang could not start even on an empty cluster
+    WOULD_START = "WouldStart"  # (info) its gang would start now
+    WOULD_PREEMPT = "WouldPreempt"  # (info) its gang would start now by preempting lower priority
+    WOULD_WAIT = "WouldWait"  # (info) its gang would wait now, and for what
+    DEADLINE = "Deadline"  # (warning) a deadline that keeps counting while the gang waits
+    SCHEDULER_MISSING = "SchedulerMissing"  # (error) its pods name a scheduler nothing shows running
+
+
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
 
@@ -84,8 +103,8 @@ class _Workload:
     def uid(self) -> str:
         return self._meta("uid")
 
-    def finding(self, severity: str, check: str, message: str) -> Finding:
-        return Finding(severity, self.namespace, f"{self.kind}/{self.name}", check, message)
+    def finding(self, severity: str, check: Check, message: str) -> Finding:
+        return Finding(severity, self.namespace, f"{self.kind}/{self.name}", check.value, message)
 
 
 # ---- the webhook's patch, applied ---------------------------------------------------------------
@@ -274,10 +293,10 @@ def _check_workload(
     without_status = {key: value for key, value in raw.items() if key != "status"}
     mutation = mutate(_create_request(workload, without_status), config)
     if mutation.outcome is Outcome.REJECTED:
-        return [workload.finding(ERROR, "Refused", f"the webhook would refuse it: {mutation.reason}")]
+        return [workload.finding(ERROR, Check.REFUSED, f"the webhook would refuse it: {mutation.reason}")]
     if mutation.outcome is Outcome.SKIPPED:
         why = mutation.reason + (f" ({'; '.join(mutation.warnings)})" if mutation.warnings else "")
-        return [workload.finding(INFO, "NotGangScheduled", why)]
+        return [workload.finding(INFO, Check.NOT_GANG_SCHEDULED, why)]
     mutated = apply_patch(without_status, mutation.ops)
     return [
         *_webhook_warnings(workload, mutation.warnings),
@@ -307,10 +326,10 @@ def _webhook_warnings(workload: _Workload, warnings: Iterable[str]) -> list[Find
                 f"{text}. The existing StatefulSet keeps its policy (it cannot change): delete and "
                 "re-create it after opting in"
             )
-            findings.append(workload.finding(WARNING, "OrderedReady", message))
+            findings.append(workload.finding(WARNING, Check.ORDERED_READY, message))
         elif "activeDeadlineSeconds" not in warning and " join gang " not in warning:
             # (Joining the gang is said by WouldStart/WouldWait; the deadline by Deadline.)
-            findings.append(workload.finding(INFO, "Webhook", text))
+            findings.append(workload.finding(INFO, Check.WEBHOOK, text))
     return findings
 
 
@@ -325,7 +344,7 @@ def _gang_findings(state: ClusterState, workload: _Workload, mutated: dict[str, 
     for group, members in sorted(by_group.items()):
         gang = _gang(state, GangKey(workload.namespace, group), members)
         if isinstance(gang, str):
-            findings.append(workload.finding(ERROR, "SizeUnknown", f"gang {group} would wait: {gang}"))
+            findings.append(workload.finding(ERROR, Check.SIZE_UNKNOWN, f"gang {group} would wait: {gang}"))
             continue
         never = _never_starts(state, workload, gang)
         findings.extend([never] if never is not None else _starts_now(state, workload, gang, own))
@@ -337,11 +356,13 @@ def _never_starts(state: ClusterState, workload: _Workload, gang: Gang) -> Findi
     group = gang.key.name
     on_empty = plan(_empty_cluster(state, gang), state.config).for_gang(gang.key)
     if isinstance(on_empty, Reject):
-        return workload.finding(ERROR, "GroupSize", f"gang {group}: {on_empty.message}")
+        return workload.finding(ERROR, Check.GROUP_SIZE, f"gang {group}: {on_empty.message}")
     if isinstance(on_empty, Wait) and on_empty.reason is Reason.UNSCHEDULABLE:
-        return workload.finding(ERROR, "NeverFits", f"gang {group} would never start: {on_empty.message}")
+        return workload.finding(
+            ERROR, Check.NEVER_FITS, f"gang {group} would never start: {on_empty.message}"
+        )
     if isinstance(on_empty, Wait):
-        return workload.finding(ERROR, "NeverStarts", f"gang {group}: {on_empty.message}")
+        return workload.finding(ERROR, Check.NEVER_STARTS, f"gang {group}: {on_empty.message}")
     return None
 
 
@@ -353,14 +374,16 @@ def _starts_now(state: ClusterState, workload: _Workload, gang: Gang, own: set[s
     size = f"{gang.min_member} {'member' if gang.min_member == 1 else 'members'}"
     if isinstance(decision, Admit):
         return [
-            workload.finding(INFO, "WouldStart", f"gang {group} ({size}) would start now: {decision.message}")
+            workload.finding(
+                INFO, Check.WOULD_START, f"gang {group} ({size}) would start now: {decision.message}"
+            )
         ]
     if isinstance(decision, Preempt):
-        return [workload.finding(INFO, "WouldPreempt", f"gang {group} ({size}): {decision.message}")]
+        return [workload.finding(INFO, Check.WOULD_PREEMPT, f"gang {group} ({size}): {decision.message}")]
     if decision is None:
         return []
     findings = [
-        workload.finding(INFO, "WouldWait", f"gang {group} ({size}) would wait now: {decision.message}")
+        workload.finding(INFO, Check.WOULD_WAIT, f"gang {group} ({size}) would wait now: {decision.message}")
     ]
     deadline_path = workload.spec.deadline_path
     deadline = integer(get_in(workload.raw, *deadline_path), 0) if deadline_path else 0
@@ -369,7 +392,7 @@ def _starts_now(state: ClusterState, workload: _Workload, gang: Gang, own: set[s
             f"{'.'.join(deadline_path or ())}={deadline}s keeps counting while the gang waits, and it "
             f"would wait now: the {workload.kind} fails if room does not appear within {deadline}s"
         )
-        findings.append(workload.finding(WARNING, "Deadline", message))
+        findings.append(workload.finding(WARNING, Check.DEADLINE, message))
     return findings
 
 
@@ -380,7 +403,7 @@ def _scheduler_findings(state: ClusterState, workload: _Workload, mutated: dict[
         "stay Pending once their gate is lifted"
     )
     return [
-        workload.finding(ERROR, "SchedulerMissing", message.format(scheduler))
+        workload.finding(ERROR, Check.SCHEDULER_MISSING, message.format(scheduler))
         for scheduler in sorted(_schedulers(workload.spec, mutated))
         if scheduler not in state.schedulers_seen
     ]

@@ -14,18 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from controller.api import resources as r
-from controller.api.kube import JSON, ApiError, Kube
+from controller.api.kube import ApiError, Kube
 from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
 from controller.cli import planner_settings
-from controller.core.config import PlannerConfig
-from controller.core.model import GangKey, Snapshot
+from controller.core import GangKey, PlannerConfig, Snapshot
 from controller.pipeline import gangs
 from controller.pipeline.gangs import GangView
 from controller.pipeline.podgroups import PodGroupFactory, waiting_message
-from controller.runtime.app import WATCHED, informer_sinks, planner_config
 from controller.runtime.config import ControllerSettings
+from controller.runtime.wiring import WATCHED, informer_sinks, planner_config
 from shared import constants, kinds
+from shared.jsonread import JsonObject
 
 DEPLOYMENTS = r.of(kinds.DEPLOYMENT_KIND)  # the controller's own: its planner settings
 STATEFULSETS = r.STATEFULSETS
@@ -42,7 +42,7 @@ class ClusterState:
     config: PlannerConfig
     now: float
     # kind -> raw objects (Job, StatefulSet, MPIJob), all namespaces
-    workloads: dict[str, list[JSON]] = field(default_factory=dict)
+    workloads: dict[str, list[JsonObject]] = field(default_factory=dict)
     served: set[str] = field(default_factory=set)  # str(ResourceType) of every served type read
     # Gangs whose PodGroup the controller has not created yet (built here as it would build it).
     synthesized: set[GangKey] = field(default_factory=set)
@@ -86,7 +86,7 @@ async def load(
     lists = await asyncio.gather(*(kube.list(resource_type) for resource_type in served_types))
     store = Store()
     sinks = informer_sinks(store, served_types)
-    workloads: dict[str, list[JSON]] = {}
+    workloads: dict[str, list[JsonObject]] = {}
     schedulers = {constants.DEFAULT_SCHEDULER}
     for resource_type, (items, _) in zip(served_types, lists, strict=True):
         if resource_type == PODS:

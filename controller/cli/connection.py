@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.api import kubeconfig, transport
-from controller.api.kube import JSON, ApiError, KubeClient
+from controller.api.kube import ApiError, KubeClient
 from controller.api.resources import ResourceType
+from shared.jsonread import JsonObject
 
 SERVICE_ACCOUNT_NAMESPACE = transport.SERVICE_ACCOUNT / "namespace"
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -123,11 +124,11 @@ class PluginKube(KubeClient):
 
     async def list(
         self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[JSON], str]:
+    ) -> tuple[list[JsonObject], str]:
         return await list_or_narrow(super().list, self.access, self.namespace, rt, namespace, label_selector)
 
 
-Lister = Callable[[ResourceType, str | None, str | None], Awaitable[tuple[list[JSON], str]]]
+Lister = Callable[[ResourceType, str | None, str | None], Awaitable[tuple[list[JsonObject], str]]]
 
 
 async def list_or_narrow(
@@ -137,7 +138,7 @@ async def list_or_narrow(
     rt: ResourceType,
     namespace: str | None,
     label_selector: str | None,
-) -> tuple[list[JSON], str]:
+) -> tuple[list[JsonObject], str]:
     """``list_`` cluster-wide; on 403, in the ``scope`` namespace; on 403 again (or for a
     cluster-scoped type), nothing. Either way ``access`` records it."""
     try:

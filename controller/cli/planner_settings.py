@@ -19,7 +19,7 @@ from shared.cli import flag
 
 ENV_PREFIX = "PHALANX_CONTROLLER_"
 CONTAINER = "controller"
-# The settings ``runtime.app.planner_config`` reads: the only ones that change a plan.
+# The settings ``runtime.wiring.planner_config`` reads: the only ones that change a plan.
 PLANNER_FIELDS = (
     "preemption",
     "preemption_min_runtime_seconds",

@@ -27,6 +27,7 @@ from typing import Any
 from controller.api.kube import ApiError, KubeClient
 from controller.api.resources import ResourceType
 from controller.cli.render import dump
+from shared.podgroup import Phase
 
 CRDS = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
@@ -36,7 +37,7 @@ MIN_KUBERNETES = (1, 30)
 OWNER_LABEL = ("app.kubernetes.io/name", "phalanx")
 OWN_CRDS = ("queues.scheduling.phalanx.io",)
 # What the controller writes into a PodGroup's status (controller/pipeline/status.py).
-WRITTEN_PHASES = ("Pending", "Scheduling", "Scheduled", "Running", "Finished", "Failed")
+WRITTEN_PHASES = tuple(phase.value for phase in Phase if phase is not Phase.UNKNOWN)
 WRITTEN_STATUS = ("reason", "message", "conditions", "admittedTime")
 
 ERROR, CONFLICT, OK = "error", "conflict", "ok"

@@ -8,12 +8,28 @@ from typing import Any
 from controller.cli.cluster import ClusterState
 from controller.cli.planner_settings import SettingsUsed
 from controller.cli.render import duration, table
-from controller.core.model import Decision, Gang, GangKey, Plan, Pod, Preempt, Reject, Short, Wait
-from controller.core.planner import PlanningPass
-from controller.core.state import is_live
-from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain
+from controller.core import (
+    AddNodes,
+    Decision,
+    Explanation,
+    FreeOnNode,
+    Gang,
+    GangKey,
+    Plan,
+    PlanningPass,
+    Pod,
+    Preempt,
+    Reason,
+    Reject,
+    Remove,
+    Short,
+    Wait,
+    explain,
+    is_live,
+)
 from controller.pipeline import status
 from controller.pipeline.gangs import GangView
+from shared.podgroup import Phase
 from shared.quantities import format_amount
 
 # ---- shared ------------------------------------------------------------------------------------
@@ -55,7 +71,15 @@ def _member_state(pod: Pod) -> str:
 
 MEMBERS_SHOWN = 16
 # Waits that more room could end (the others wait for members, gates, siblings, a valid spec).
-ROOM_REASONS = ("InsufficientCapacity", "Unschedulable", "BlockedByReservation", "Reserved", "Preempting")
+ROOM_REASONS = frozenset(
+    {
+        Reason.INSUFFICIENT_CAPACITY,
+        Reason.UNSCHEDULABLE,
+        Reason.BLOCKED_BY_RESERVATION,
+        Reason.RESERVED,
+        Reason.PREEMPTING,
+    }
+)
 
 # Where an explanation comes from: the plugin's own planning pass, or (when the user may not read
 # what the planner needs) what the controller wrote on the PodGroup's status.
@@ -322,7 +346,7 @@ def top_data(state: ClusterState, namespace: str | None) -> dict[str, list[dict[
     """Every gang (of ``namespace``, or all) in the planner's order with what it is doing, and every
     queue as the pass reports it (GPUs; queues are cluster-wide)."""
     planning = PlanningPass(state.snapshot, state.config)
-    order = list(planning.st.gangs)  # the pass's own order (queues, when there are any, re-rank it)
+    order = list(planning.state.gangs)  # the pass's own order (queues, when there are any, re-rank it)
     the_plan = planning.run()
     gangs = [
         _gang_row(state, position, gang, the_plan.for_gang(gang.key))
@@ -383,7 +407,7 @@ def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision
     """One line of ``top``: the gang's status as the controller would write it after this pass."""
     view = state.views[gang.key]
     wanted = status.desired(view, decision, state.now)
-    admitted = wanted["phase"] not in ("Pending", "Failed")
+    admitted = wanted.phase not in (Phase.PENDING, Phase.FAILED)
     return {
         "order": position,
         "namespace": gang.key.namespace,
@@ -392,11 +416,11 @@ def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision
         "priority": gang.priority,
         "size": str(gang.min_member) + (f"-{gang.max_member}" if gang.max_member else ""),
         "members": sum(1 for pod in view.members if is_live(pod)),
-        "state": wanted["phase"],
-        "reason": wanted["reason"],
+        "state": wanted.phase and wanted.phase.value,
+        "reason": wanted.reason,
         "waitingSeconds": None if admitted else round(state.now - gang.wait_start),
         "gpusHeld": gpus_held(view, state.config.gpu_resource),
-        "message": wanted["message"],
+        "message": wanted.message,
     }
 
 

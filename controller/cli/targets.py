@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.api.resources import PODGROUPS, PODS
 from controller.cli.cluster import WORKLOAD_TYPES, ClusterState
-from controller.core.model import GangKey
+from controller.core import GangKey
 
 ALIASES = {
     "po": "pod",

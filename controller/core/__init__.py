@@ -1,6 +1,8 @@
 """The pure decision core: snapshot + now in, plan out. No I/O, no wall clock.
 
-What the shell calls:
+The shell (api, pipeline, runtime, cli) uses only the names exported here (an import-linter
+contract in pyproject.toml keeps it so); the modules below are the core's own business. What the
+shell calls:
 
 - ``plan(snapshot, config=None) -> Plan``: at most one decision per gang, in planning order;
 - ``PlannerConfig``: the knobs (frozen);
@@ -8,7 +10,11 @@ What the shell calls:
   ``InvalidRequests`` (a ValueError) on a bad quantity;
 - ``invalid_spec(gang)``: why a PodGroup's spec can never be satisfied (or None), for admission-time
   validation;
-- ``pod_allows_node(pod, node)``: one pod's constraints against one node (readiness included).
+- ``pod_allows_node(pod, node)``: one pod's constraints against one node (readiness included);
+- ``timers.decide`` (exported as ``decide_timers``): rollbacks and timeouts the clock brings;
+- ``explain`` and its changes (``whatif``), ``without``: counterfactuals for ``kubectl phalanx``;
+- ``messages``: every sentence written for a person, for the shell's own reports too;
+- the snapshot model and the decisions (``model``), ``is_live``, ``QueueTree``.
 
 Modules, one job each:
 
@@ -25,19 +31,96 @@ Modules, one job each:
 - ``queues``: quotas, limits, hierarchical fair share, the order across queues, reclaim's victims;
 - ``reservation``: starvation reservations and the "could it ever fit" check;
 - ``messages``: every sentence written for a person;
-- ``planner``: one pass, gang by gang.
+- ``planner``: one pass, gang by gang;
+- ``timers``: bind, degraded and schedule timeouts -> RollBack | TimedOut | Recheck;
+- ``whatif``: what would change a gang's decision.
 """
 
+from controller.core import messages
 from controller.core.config import PlannerConfig
 from controller.core.fit import pod_allows_node
-from controller.core.planner import invalid_spec, plan
+from controller.core.model import (
+    NODE_NAME_FIELD,
+    Admit,
+    Decision,
+    EventReason,
+    Gang,
+    GangKey,
+    Node,
+    OwnerRef,
+    Placement,
+    Plan,
+    Pod,
+    Preempt,
+    Queue,
+    QueueGrant,
+    QueueReport,
+    QueueResource,
+    Reason,
+    Reject,
+    Requirement,
+    Short,
+    Snapshot,
+    Taint,
+    Toleration,
+    Victim,
+    Wait,
+)
+from controller.core.planner import PlanningPass, invalid_spec, plan
+from controller.core.queues import QueueTree
 from controller.core.requests import InvalidRequests, effective_requests
+from controller.core.state import is_live
+from controller.core.timers import Recheck, RollBack, RollBackCause, TimedOut, TimerConfig, TimerDecision
+from controller.core.timers import decide as decide_timers
+from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain, without
 
 __all__ = [
+    "NODE_NAME_FIELD",
+    "AddNodes",
+    "Admit",
+    "Decision",
+    "EventReason",
+    "Explanation",
+    "FreeOnNode",
+    "Gang",
+    "GangKey",
     "InvalidRequests",
+    "Node",
+    "OwnerRef",
+    "Placement",
+    "Plan",
     "PlannerConfig",
+    "PlanningPass",
+    "Pod",
+    "Preempt",
+    "Queue",
+    "QueueGrant",
+    "QueueReport",
+    "QueueResource",
+    "QueueTree",
+    "Reason",
+    "Recheck",
+    "Reject",
+    "Remove",
+    "Requirement",
+    "RollBack",
+    "RollBackCause",
+    "Short",
+    "Snapshot",
+    "Taint",
+    "TimedOut",
+    "TimerConfig",
+    "TimerDecision",
+    "Toleration",
+    "Victim",
+    "Wait",
+    "decide_timers",
     "effective_requests",
+    "explain",
     "invalid_spec",
+    "is_live",
+    "messages",
     "plan",
     "pod_allows_node",
+    "without",
 ]

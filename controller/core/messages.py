@@ -311,3 +311,246 @@ def reclaiming(
         f"reclaiming {_plural(pods, 'pod')} from queues above their fair share: {listed}; "
         f"to place {demand(parts)} on {node_list(nodes, limit)}"
     )
+
+
+# ---- timers (core/timers.py) -------------------------------------------------------------------
+
+
+def bind_timed_out(bound: int, min_member: int, timeout: float) -> str:
+    return f"only {bound} of {min_member} admitted members bound within {timeout:.0f}s"
+
+
+def degraded_too_long(running: int, min_member: int, timeout: float) -> str:
+    return f"ran with {running} of {min_member} members for {timeout:.0f}s"
+
+
+def not_admitted_within(timeout: float) -> str:
+    return f"not admitted within {timeout:.0f}s"
+
+
+# ---- what the controller did (Events of controller/pipeline/executor.py) -----------------------
+
+
+def rolled_back(why: str, jobs: int, deleted: int, bare: Sequence[str]) -> str:
+    text = (
+        f"{why}; re-queued whole: suspended {jobs} Jobs until their pods are gone, "
+        f"deleted {deleted} other owned members so their owners recreate them gated"
+    )
+    if bare:
+        text += f"; bare pods are never deleted, left as they are: {', '.join(sorted(bare))}"
+    return text
+
+
+def gave_up(why: str, jobs: Sequence[str], deleted: int) -> str:
+    return f"{why}; suspended Jobs: {', '.join(jobs) or 'none'}; deleted owned pods: {deleted}"
+
+
+def preemption_dry_run(victims: str, text: str) -> str:
+    return f"would evict: {victims}: {text}"
+
+
+def evicting(victims: str, text: str) -> str:
+    return f"evicting {victims}: {text}"
+
+
+def preemption_refused(victims: str, refusal: str) -> str:
+    return f"not preempting {victims}: {refusal}"
+
+
+def on_podgroup(podgroup: str, text: str) -> str:
+    """An Event about a PodGroup, told on the Workload that owns it."""
+    return f"PodGroup {podgroup}: {text}"
+
+
+# ---- members bound without an admission (controller/pipeline/bypass.py) ------------------------
+
+
+def _bypass_state(ever_admitted: bool) -> str:
+    return "admitted without these members" if ever_admitted else "never admitted"
+
+
+def gate_bypassed(names: Sequence[str], ever_admitted: bool, min_member: int, gate: str) -> str:
+    return (
+        f"{len(names)} member(s) bound without Phalanx's admission ({_bypass_state(ever_admitted)}, "
+        f"minMember {min_member}): {', '.join(names)}; their {gate} gate was removed by someone other "
+        "than Phalanx (or they never had one)"
+    )
+
+
+def gate_bypassed_pod(node: str | None, gang: str, ever_admitted: bool, gate: str) -> str:
+    return (
+        f"bound to {node} without Phalanx's admission of gang {gang} ({_bypass_state(ever_admitted)}); "
+        f"its {gate} gate was removed by someone other than Phalanx"
+    )
+
+
+# ---- the size a gang waits for (controller/pipeline/podgroups.py) ------------------------------
+
+
+def size_source_workload(namespace: str, workload: str, group: str) -> str:
+    return f"Workload {namespace}/{workload} (podGroup {group})"
+
+
+def size_source_min_count(workload: str) -> str:
+    return f"Workload {workload} minCount"
+
+
+def size_source_native(namespace: str, name: str, group: str) -> str:
+    """A native PodGroup (1.36+) the members name in spec.schedulingGroup; ``group``: its API group."""
+    return f"PodGroup {namespace}/{name} ({group})"
+
+
+def size_source_native_min_count(name: str) -> str:
+    return f"PodGroup {name} minCount"
+
+
+def size_source_native_basic(name: str) -> str:
+    return f"PodGroup {name} basic policy (no gang)"
+
+
+def size_source_declared() -> str:
+    return "the members' declared size"
+
+
+def size_source_workload_spec() -> str:
+    return "the workload spec"
+
+
+def size_source_podgroup(namespace: str, name: str, link: str) -> str:
+    """``link``: how the members name it, e.g. ``label phalanx.io/pod-group``."""
+    return f"PodGroup {namespace}/{name} (named by {link})"
+
+
+def link_label(key: str) -> str:
+    return f"label {key}"
+
+
+def link_annotation(key: str) -> str:
+    return f"annotation {key}"
+
+
+def waiting_for_native_podgroup(source: str) -> str:
+    return (
+        f"waiting for {source}: the pods name it in spec.schedulingGroup.podGroupName but it does not "
+        "exist yet; no member starts before the gang's size is known"
+    )
+
+
+def waiting_for_size(source: str, workload_named: bool, min_member_annotation: str) -> str:
+    if workload_named:
+        return (
+            f"waiting for {source}: the pods name it in spec.workloadRef but it does not exist "
+            "(or has no such podGroup) yet; no member starts before the gang's size is known"
+        )
+    return (
+        f"waiting for {source}: it does not exist yet; create it, or set {min_member_annotation} on "
+        "the workload. No member starts before the gang's size is known"
+    )
+
+
+# ---- constraints the core does not model (controller/api/records.py) ---------------------------
+
+
+def unmodelled(pod_affinity: bool, pod_anti_affinity: bool, topology_spread: bool) -> str | None:
+    """What a pod asks that placement does not model, or None: ``inter-pod affinity and topology spread``."""
+    parts = [
+        text
+        for present, text in (
+            (pod_affinity, "inter-pod affinity"),
+            (pod_anti_affinity, "inter-pod anti-affinity"),
+            (topology_spread, "topology spread"),
+        )
+        if present
+    ]
+    return " and ".join(parts) or None
+
+
+# ---- the process's health (controller/runtime/app.py) ------------------------------------------
+
+
+def leadership_lost() -> str:
+    return "leadership lost"
+
+
+def informers_not_synced() -> str:
+    return "informers not synced"
+
+
+# ---- a PodGroup's status (controller/pipeline/status.py) ---------------------------------------
+
+
+def members_succeeded(succeeded: int) -> str:
+    return f"{succeeded} members succeeded"
+
+
+def members_running(running: int) -> str:
+    return f"{running} members running"
+
+
+def members_failed(failed: int) -> str:
+    return f"{failed} members failed"
+
+
+def members_bound(scheduled: int) -> str:
+    return f"{scheduled} members bound to nodes"
+
+
+def bound_of(scheduled: int, min_member: int) -> str:
+    return f"{scheduled} of {min_member} members bound"
+
+
+def running_short(running: int, text: str) -> str:
+    """An admitted gang at its old size whose added members wait: ``4 members running; …``."""
+    return f"{running} members running; {text}"
+
+
+def degraded(running: int, min_member: int, since: str, text: str | None) -> str:
+    """``since``: an RFC 3339 time; ``text``: why the missing members cannot start, if known."""
+    head = (
+        f"{running} of {min_member} members running since {since}; "
+        "the rest are gone (node drained, pod evicted) and no replacement could be placed"
+    )
+    return f"{head}: {text}" if text else head
+
+
+def whole() -> str:
+    return "every member the gang needs is running or done"
+
+
+# ---- a member whose requests cannot be read (core/requests.py, controller/api/records.py) ------
+
+
+def container(name: object, init: bool) -> str:
+    return f"init container {name}" if init else f"container {name}"
+
+
+def limits_of(where: str) -> str:
+    return f"{where} limits"
+
+
+def requests_of(where: str) -> str:
+    return f"{where} requests"
+
+
+def not_a_resource_map(where: str, value: object) -> str:
+    return f"{where}: expected a map of resource quantities, got {value!r}"
+
+
+def bad_quantity(where: str, error: object) -> str:
+    return f"{where}: {error}"
+
+
+def negative_amount(where: str, resource: str) -> str:
+    return f"{where}: {resource} must not be negative"
+
+
+def resources_not_a_map(where: str) -> str:
+    return f"{where}: resources must be a map"
+
+
+def containers_not_a_list(key: str) -> str:
+    return f"spec.{key} must be a list of containers"
+
+
+def invalid_pod(namespace: object, name: object, error: object) -> str:
+    return f"pod {namespace}/{name}: {error}"

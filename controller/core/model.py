@@ -175,6 +175,11 @@ class Gang:
     # KAI subgroups: {subgroup: its minMember}. Members name theirs with the label
     # kai.scheduler/subgroup-name; the gang starts only with each subgroup's minimum among it.
     subgroups: Mapping[str, int] = field(default_factory=dict)
+    # When members were last admitted (None: not admitted): the bind timeout counts from here.
+    last_admitted_at: float | None = None
+    # Since when an admitted gang runs below minMember with nothing of it left to bind (a node
+    # drained, a member evicted); None while it is whole. The degraded timeout counts from here.
+    degraded_since: float | None = None
 
     @property
     def wait_start(self) -> float:
@@ -256,6 +261,12 @@ class Reason(StrEnum):
     QUEUE_NOT_FOUND = "QueueNotFound"  # names a queue that does not exist (or is not a leaf)
     QUEUE_LIMIT = "QueueLimit"  # its queue, or an ancestor, would go beyond its limit
     QUEUE_NOT_ALLOWED = "QueueNotAllowed"  # names a queue its namespace was not granted
+    FINISHED = "Finished"  # at least minMember members succeeded and none runs any more
+    MEMBERS_FAILED = "MembersFailed"  # so many members failed that the rest cannot make up the gang
+    # An admitted gang runs below minMember, the rest gone (node drained, pod evicted); also the
+    # Degraded condition's reason while it is True.
+    DEGRADED = "Degraded"
+    WHOLE = "Whole"  # the Degraded condition's reason once it is False: every member it needs runs or is done
 
 
 class EventReason(StrEnum):

@@ -164,11 +164,6 @@ class PlanningPass:
         self._requests: dict[int, dict[str, int]] = {}  # candidate id -> its request (queues)
         self._reclaims = 0  # reclaim attempts in this pass (at most max_preemption_searches)
 
-    @property
-    def st(self) -> PassState:
-        """The old name of ``state``: controller/cli/report.py still reads it."""
-        return self.state
-
     # ---- driver ------------------------------------------------------------------------------
 
     def run(self) -> Plan:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.core import messages as msg
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -32,14 +33,14 @@ def _resource_list(value: object, where: str) -> dict[str, int]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidRequests(f"{where}: expected a map of resource quantities, got {value!r}")
+        raise InvalidRequests(msg.not_a_resource_map(where, value))
     try:
         parsed = parse_resources(dict(value))
     except QuantityError as err:
-        raise InvalidRequests(f"{where}: {err}") from err
+        raise InvalidRequests(msg.bad_quantity(where, err)) from err
     for name, amount in parsed.items():
         if amount < 0:
-            raise InvalidRequests(f"{where}: {name} must not be negative")
+            raise InvalidRequests(msg.negative_amount(where, name))
     return parsed
 
 
@@ -48,9 +49,9 @@ def _requests(resources: object, where: str) -> dict[str, int]:
     if resources is None:
         return {}
     if not isinstance(resources, Mapping):
-        raise InvalidRequests(f"{where}: resources must be a map")
-    merged = _resource_list(resources.get("limits"), f"{where} limits")
-    merged.update(_resource_list(resources.get("requests"), f"{where} requests"))
+        raise InvalidRequests(msg.resources_not_a_map(where))
+    merged = _resource_list(resources.get("limits"), msg.limits_of(where))
+    merged.update(_resource_list(resources.get("requests"), msg.requests_of(where)))
     return merged
 
 
@@ -70,7 +71,7 @@ def _containers(spec: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
-        raise InvalidRequests(f"spec.{key} must be a list of containers")
+        raise InvalidRequests(msg.containers_not_a_list(key))
     return value
 
 
@@ -79,13 +80,13 @@ def effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
     total: dict[str, int] = {}
     for index, container in enumerate(_containers(pod_spec, "containers")):
         name = container.get("name") or index
-        _add(total, _requests(container.get("resources"), f"container {name}"))
+        _add(total, _requests(container.get("resources"), msg.container(name, init=False)))
 
     sidecars: dict[str, int] = {}  # restartable init containers started so far
     init_peak: dict[str, int] = {}
     for index, container in enumerate(_containers(pod_spec, "initContainers")):
         name = container.get("name") or index
-        own = _requests(container.get("resources"), f"init container {name}")
+        own = _requests(container.get("resources"), msg.container(name, init=True))
         if container.get("restartPolicy") == "Always":
             _add(total, own)
             _add(sidecars, own)

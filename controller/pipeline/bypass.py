@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from controller.core.model import EventReason, GangKey, Pod
+from controller.core import EventReason, GangKey, Pod
+from controller.core import messages as msg
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
 from controller.pipeline.metrics import ControllerMetrics
@@ -60,20 +61,11 @@ class GateBypassDetector:
         self._reported.update(p.uid for p in pods)
         self.counter.inc(len(pods))
         gang = view.gang
-        state = "never admitted" if gang.admitted_at is None else "admitted without these members"
-        names = ", ".join(sorted(p.name for p in pods))
-        message = (
-            f"{len(pods)} member(s) bound without Phalanx's admission ({state}, minMember "
-            f"{gang.min_member}): {names}; their {constants.GATE} gate was removed by someone other than "
-            f"Phalanx (or they never had one)"
-        )
+        ever = gang.admitted_at is not None
+        names = sorted(p.name for p in pods)
+        message = msg.gate_bypassed(names, ever, gang.min_member, constants.GATE)
         log.warning("gate bypassed", extra={"gang": str(gang.key), "pods": names})
         await self.events.emit(view.podgroup, REASON, message, warning=True)
         for pod in pods:
-            await self.events.emit_on_pod(
-                pod,
-                REASON,
-                f"bound to {pod.node_name} without Phalanx's admission of gang {gang.key.name} "
-                f"({state}); its {constants.GATE} gate was removed by someone other than Phalanx",
-                warning=True,
-            )
+            said = msg.gate_bypassed_pod(pod.node_name, gang.key.name, ever, constants.GATE)
+            await self.events.emit_on_pod(pod, REASON, said, warning=True)

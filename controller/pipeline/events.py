@@ -18,7 +18,8 @@ from typing import Any
 from controller.api.kube import ApiError, Kube
 from controller.api.records import PodGroupRecord
 from controller.api.resources import EVENTS, NATIVE_PODGROUPS, WORKLOADS
-from controller.core.model import EventReason, Pod
+from controller.core import EventReason, Pod
+from controller.core import messages as msg
 from controller.pipeline.status import iso
 
 log = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class EventRecorder:
                         "namespace": record.namespace,
                         "uid": owner.get("uid", ""),
                     },
-                    "message": f"PodGroup {record.name}: {body['message']}"[:1024],
+                    "message": msg.on_podgroup(record.name, body["message"])[:1024],
                 }
             )
         await self._post(record.namespace, body, *mirrors)

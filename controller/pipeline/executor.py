@@ -14,15 +14,16 @@ from dataclasses import dataclass
 
 from controller.api import records
 from controller.api.admission_record import AdmissionRecord
-from controller.api.kube import JSON, ApiError, Kube, gather_limited
+from controller.api.kube import ApiError, Kube, gather_limited
 from controller.api.resources import JOBS, PODS
 from controller.api.store import Store
+from controller.core import EventReason, GangKey, Pod, Preempt, RollBack, RollBackCause
 from controller.core import messages as msg
-from controller.core.model import EventReason, GangKey, Pod, Preempt
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.gangs import GangView
-from controller.pipeline.metrics import ROLLBACK_BIND_TIMEOUT, ControllerMetrics, queue_label
+from controller.pipeline.metrics import ControllerMetrics, queue_label
 from shared import constants
+from shared.jsonread import JsonObject
 
 log = logging.getLogger(__name__)
 # On a Job that Phalanx suspended to re-queue its gang whole (value: why, e.g. "preempted",
@@ -31,6 +32,8 @@ log = logging.getLogger(__name__)
 REQUEUED_LABEL = "phalanx.io/requeued"
 # Written by versions before phalanx.io/requeued; Jobs that carry it are resumed the same way.
 LEGACY_PREEMPTED_LABEL = "phalanx.io/preempted"
+# The value of phalanx.io/requeued on a Job re-queued by a rollback, by the rollback's cause.
+REQUEUED_BECAUSE = {RollBackCause.BIND_TIMEOUT: "rolled-back", RollBackCause.DEGRADED: "degraded"}
 
 
 def _jobs_of(pods: list[Pod]) -> list[tuple[str, str]]:
@@ -203,24 +206,19 @@ class Executor:
                 )
         return len(owned), bare
 
-    async def roll_back(
-        self, view: GangView, reason: str, why: str = "rolled-back", cause: str = ROLLBACK_BIND_TIMEOUT
-    ) -> None:
+    async def roll_back(self, view: GangView, rollback: RollBack) -> None:
         """Not all admitted members bound in time (or a running gang fell apart): restart the gang
         whole, through its owners. Jobs are suspended and resumed, as for preemption; other owners'
         pods are deleted and recreated gated."""
         live = [p for p in view.members if not p.finished and not p.terminating]
         jobs = _jobs_of(live)
-        failed = _failures(await self._requeue_jobs(jobs, why))
+        failed = _failures(await self._requeue_jobs(jobs, REQUEUED_BECAUSE[rollback.cause]))
         if failed:
             raise RuntimeError(f"{len(failed)} Jobs not suspended: {failed[0]}")
         deleted, bare = await self._delete_owned(view, except_kind="Job")
         await self._clear_admission(view)
-        self.metrics.rollbacks.labels(reason=cause).inc()
-        message = f"{reason}; re-queued whole: suspended {len(jobs)} Jobs until their pods are gone"
-        message += f", deleted {deleted} other owned members so their owners recreate them gated"
-        if bare:
-            message += f"; bare pods are never deleted, left as they are: {', '.join(sorted(bare))}"
+        self.metrics.rollbacks.labels(reason=rollback.cause.value).inc()
+        message = msg.rolled_back(rollback.message, len(jobs), deleted, bare)
         await self.events.emit(view.podgroup, EventReason.ROLLED_BACK, message, warning=True)
 
     async def give_up(self, view: GangView, message: str) -> None:
@@ -234,10 +232,7 @@ class Executor:
         # A suspended Job removes its own pods; other owners recreate theirs, gated.
         deleted, _ = await self._delete_owned(view, except_kind="Job")
         await self.events.emit(
-            view.podgroup,
-            EventReason.GAVE_UP,
-            f"{message}; suspended Jobs: {', '.join(jobs) or 'none'}; deleted owned pods: {deleted}",
-            warning=True,
+            view.podgroup, EventReason.GAVE_UP, msg.gave_up(message, jobs, deleted), warning=True
         )
 
     # ---- preemption -----------------------------------------------------------------------------
@@ -254,7 +249,9 @@ class Executor:
         victim_pods, summary = self._victims(decision)
         if self.settings.dry_run_preemption:
             await self.events.emit(
-                view.podgroup, EventReason.PREEMPTION_DRY_RUN, f"would evict: {summary}: {decision.message}"
+                view.podgroup,
+                EventReason.PREEMPTION_DRY_RUN,
+                msg.preemption_dry_run(summary, decision.message),
             )
             return
         await self._check_evictions(view, victim_pods, summary)
@@ -288,9 +285,7 @@ class Executor:
         results = list(await gather_limited(self.settings.concurrency, *evictions))
         results += await self._requeue_jobs(_jobs_of(victim_pods), "preempted")
         failed = _failures(results)
-        await self.events.emit(
-            view.podgroup, EventReason.PREEMPTING, f"evicting {summary}: {decision.message}"
-        )
+        await self.events.emit(view.podgroup, EventReason.PREEMPTING, msg.evicting(summary, decision.message))
         if failed:
             raise RuntimeError(f"{len(failed)} evictions failed: {failed[0]}")
 
@@ -324,7 +319,7 @@ class Executor:
             await self.events.emit(
                 view.podgroup,
                 EventReason.PREEMPTION_BLOCKED,
-                f"not preempting {summary}: {refused[0]}",
+                msg.preemption_refused(summary, refused[0]),
                 warning=True,
             )
             raise RuntimeError(f"preemption refused for {len(refused)} victim pods: {refused[0]}")
@@ -332,7 +327,7 @@ class Executor:
     async def resume_requeued_jobs(self) -> int:
         """Resume Jobs suspended to re-queue their gang once their pods are gone; returns how many
         still wait."""
-        jobs: dict[tuple[str, str], JSON] = {}
+        jobs: dict[tuple[str, str], JsonObject] = {}
         for selector in (REQUEUED_LABEL, f"{LEGACY_PREEMPTED_LABEL}=true"):
             found, _ = await self.kube.list(JOBS, label_selector=selector)
             for job in found:

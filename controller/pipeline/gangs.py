@@ -15,10 +15,11 @@ from controller.api import queue_records, records
 from controller.api.records import PodGroupRecord, WorkloadSize
 from controller.api.store import Store
 from controller.api.workload_owners import WorkloadKey, sized_by
-from controller.core.model import Gang, GangKey, Placement, Pod, Snapshot
-from controller.core.state import is_live
+from controller.core import Gang, GangKey, Placement, Pod, Snapshot, is_live
 from shared import constants
 from shared.grouplink import opted_in
+from shared.jsonread import whole_number
+from shared.podgroup import ADMITTED_PHASES, ConditionType, Phase
 from shared.quantities import QuantityError, parse_resources
 
 
@@ -29,20 +30,8 @@ class GangView:
     gang: Gang
     podgroup: PodGroupRecord
     members: tuple[Pod, ...]
-    # When members were last admitted (None: not admitted): their bind timeout counts from here.
-    last_admitted_at: float | None = None
     # Start of the current wait (status.scheduleStartTime); None before the first member.
     waiting_since: float | None = None
-    # Since when an admitted gang runs below minMember with nothing of it left to bind (a node
-    # drained, a member evicted); None while it is whole.
-    degraded_since: float | None = None
-
-
-def _int(value: object) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
 
 
 def member_annotation(members: Iterable[Pod], key: str) -> str | None:
@@ -51,7 +40,7 @@ def member_annotation(members: Iterable[Pod], key: str) -> str | None:
 
 
 def _annotated_sizes(members: Iterable[Pod], key: str) -> list[int]:
-    return [v for p in members if (v := _int(p.annotations.get(key))) and v > 0]
+    return [v for p in members if (v := whole_number(p.annotations.get(key))) and v > 0]
 
 
 def spec_sizes(
@@ -101,7 +90,7 @@ def creatable(
         size = (
             live.size
             if live is not None
-            else _int(pod.annotations.get(constants.INFERRED_MIN_MEMBER_ANNOTATION))
+            else whole_number(pod.annotations.get(constants.INFERRED_MIN_MEMBER_ANNOTATION))
         )
         key: object = workload or pod.owner.uid
         previous = by_workload.get(key, 0)
@@ -147,7 +136,7 @@ def _timeout(record: PodGroupRecord, members: list[Pod]) -> float | None:
         record.annotations.get(constants.SCHEDULE_TIMEOUT_ANNOTATION),
         member_annotation(members, constants.SCHEDULE_TIMEOUT_ANNOTATION),
     ):
-        seconds = _int(value)
+        seconds = whole_number(value)
         if seconds and seconds > 0:
             return float(seconds)
     return None
@@ -176,10 +165,6 @@ def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
     return all(p.preemptible for p in members)
 
 
-# Phases in which a gang holds an admission (see status.py): losing it starts a new wait.
-ADMITTED_PHASES = frozenset({"Scheduling", "Scheduled", "Running"})
-
-
 def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> float | None:
     """When the gang's current wait began (written to ``status.scheduleStartTime``), or None while
     no member has ever been seen: a PodGroup applied before its workload is not waiting yet.
@@ -195,12 +180,13 @@ def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> fl
         return min(waiting)
     if live:
         return min(p.created for p in live)  # all placed: nothing waits
-    if record.status.get("phase") in ADMITTED_PHASES and not any(p.finished for p in members):
+    status = record.parsed_status
+    if status.phase in ADMITTED_PHASES and not any(p.finished for p in members):
         # It has just lost its admission (its members were evicted or rolled back) and its owner
         # has not recreated them yet: a new wait begins now, not when the old one did. A gang with
         # no live member is never reported in an admitted phase, so later passes keep this value.
         return float(math.floor(now))
-    return records.parse_time(record.status.get("scheduleStartTime"))
+    return records.parse_time(status.schedule_start_time)
 
 
 def view(
@@ -250,10 +236,8 @@ def view(
     )
     last_admitted = admission.latest if admission is not None and admitted_at is not None else None
     degraded = _degraded_since(record, gang, len(admission.placement) if admission else 0, now)
-    return GangView(gang, record, tuple(members), last_admitted, waiting_since, degraded)
-
-
-DEGRADED_CONDITION = "Degraded"
+    gang = replace(gang, last_admitted_at=last_admitted, degraded_since=degraded)
+    return GangView(gang, record, tuple(members), waiting_since)
 
 
 def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: float) -> float | None:
@@ -268,9 +252,7 @@ def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: floa
         return None
     if any(p.uid in gang.admitted and is_live(p) and not p.bound for p in gang.members):
         return None  # admitted members still binding: the bind timeout's business
-    previous = next(
-        (c for c in record.status.get("conditions") or () if c.get("type") == DEGRADED_CONDITION), None
-    )
+    previous = record.parsed_status.condition(ConditionType.DEGRADED)
     if previous is not None and previous.get("status") == "True":
         return records.parse_time(previous.get("lastTransitionTime")) or now
     return float(math.floor(now))
@@ -281,7 +263,7 @@ def settled(record: PodGroupRecord, members: Sequence[Pod], store: Store) -> boo
     and its PodGroup already says Finished. A pass has nothing to decide or write for it, and its
     pods hold no room; a new member (the Job retried or scaled) or a raised minMember brings it back."""
     return (
-        record.status.get("phase") == "Finished"
+        record.parsed_status.phase is Phase.FINISHED
         and len(members) >= max(record.spec.min_member or 0, 1)
         and all(p.phase == "Succeeded" and not p.terminating for p in members)
         and store.hold_of(record.key) is None

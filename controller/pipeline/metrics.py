@@ -16,10 +16,6 @@ from shared.health import register_process_metrics
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SLOW = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 
-# phalanx_gang_rollbacks_total{reason}: why an admitted gang was re-queued whole.
-ROLLBACK_BIND_TIMEOUT = "bind_timeout"  # admitted members did not bind within --bind-timeout-seconds
-ROLLBACK_DEGRADED = "degraded"  # a running gang stayed below minMember for the degraded timeout
-
 
 def queue_label(queue: str | None, known: Collection[str]) -> str:
     """The ``queue`` label of a gang: its queue if that Queue exists, else empty. A name a user typed

@@ -24,7 +24,8 @@ from controller.api.kube import ApiError, Kube
 from controller.api.records import PodGroupRecord
 from controller.api.resources import NATIVE_PODGROUPS, PODGROUPS, WORKLOADS
 from controller.api.store import Store
-from controller.core.model import GangKey, Pod
+from controller.core import GangKey, Pod
+from controller.core import messages as msg
 from controller.pipeline.gangs import inferred_min_member, member_annotation, spec_sizes
 from shared import constants, grouplink
 from shared.native import NativePodGroup
@@ -41,7 +42,7 @@ NATIVE_GROUP = NATIVE_PODGROUPS.group
 TOPOLOGY_REQUIRED = "topologyRequired"
 DISRUPTION_MODE = "disruptionMode"
 # The source of a size read from the workload's spec: it follows the workload when that is scaled.
-WORKLOAD_SPEC = "the workload spec"
+WORKLOAD_SPEC = msg.size_source_workload_spec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +66,10 @@ def _foreign_link(pod: Pod) -> str | None:
     """The link form a user wrote to name a group (not the label the webhook writes), if any."""
     for key in constants.GROUP_LINK_LABELS:
         if key != constants.POD_GROUP_LABEL and pod.labels.get(key):
-            return f"label {key}"
+            return msg.link_label(key)
     for key in constants.GROUP_LINK_ANNOTATIONS:
         if pod.annotations.get(key):
-            return f"annotation {key}"
+            return msg.link_annotation(key)
     return None
 
 
@@ -94,7 +95,7 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
         min_count = record.min_counts.get(group) if record is not None else None
         if record is None or min_count is None:
             return Sizing(
-                None, f"Workload {key.namespace}/{workload} (podGroup {group})", workload=pod.workload
+                None, msg.size_source_workload(key.namespace, workload, group), workload=pod.workload
             )
         owner = (
             {
@@ -106,7 +107,7 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
             if record.uid
             else None
         )
-        return Sizing(min_count, f"Workload {workload} minCount", owner, pod.workload)
+        return Sizing(min_count, msg.size_source_min_count(workload), owner, pod.workload)
     owner = _owner_of(members)
     explicit = [
         m
@@ -115,11 +116,11 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     ]
     explicit += [m for p in members if (m := grouplink.declared_min_available(p.labels))]
     if explicit:
-        return Sizing(max(explicit), "the members' declared size", owner)
+        return Sizing(max(explicit), msg.size_source_declared(), owner)
     link = next((found for p in members if (found := _foreign_link(p))), None)
     if link is not None:
         # The user named a group by its own link: its size is in that PodGroup, not in one Job.
-        return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by {link})")
+        return Sizing(None, msg.size_source_podgroup(key.namespace, key.name, link))
     live = spec_sizes(members, store.workload_sizes)
     if live is not None:
         # The workload's spec as it is now, with its bound: members beyond it (a scale-up seen
@@ -128,7 +129,9 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     inferred = inferred_min_member(members)  # the workload is not watched (yet): as written then
     if inferred:
         return Sizing(inferred, WORKLOAD_SPEC, owner)
-    return Sizing(None, f"PodGroup {key.namespace}/{key.name} (named by label {constants.POD_GROUP_LABEL})")
+    return Sizing(
+        None, msg.size_source_podgroup(key.namespace, key.name, msg.link_label(constants.POD_GROUP_LABEL))
+    )
 
 
 def native_size(key: GangKey, name: str, store: Store) -> Sizing:
@@ -136,7 +139,7 @@ def native_size(key: GangKey, name: str, store: Store) -> Sizing:
     is no gang, so its pods are admitted one by one (a gang of 1)."""
     group = store.native_podgroups.get((key.namespace, name))
     if group is None:
-        return Sizing(None, f"PodGroup {key.namespace}/{name} ({NATIVE_GROUP})", native=name)
+        return Sizing(None, msg.size_source_native(key.namespace, name, NATIVE_GROUP), native=name)
     owner = {
         "apiVersion": store.native_podgroup_api_version,
         "kind": NATIVE_PODGROUPS.kind,
@@ -144,25 +147,14 @@ def native_size(key: GangKey, name: str, store: Store) -> Sizing:
         "uid": group.uid,
     }
     if group.min_count is None:
-        return Sizing(1, f"PodGroup {name} basic policy (no gang)", owner, native=name)
-    return Sizing(group.min_count, f"PodGroup {name} minCount", owner, native=name)
+        return Sizing(1, msg.size_source_native_basic(name), owner, native=name)
+    return Sizing(group.min_count, msg.size_source_native_min_count(name), owner, native=name)
 
 
 def waiting_message(sizing: Sizing) -> str:
     if sizing.native is not None:
-        return (
-            f"waiting for {sizing.source}: the pods name it in spec.schedulingGroup.podGroupName but it "
-            "does not exist yet; no member starts before the gang's size is known"
-        )
-    if sizing.workload is not None:
-        return (
-            f"waiting for {sizing.source}: the pods name it in spec.workloadRef but it does not exist "
-            "(or has no such podGroup) yet; no member starts before the gang's size is known"
-        )
-    return (
-        f"waiting for {sizing.source}: it does not exist yet; create it, or set "
-        f"{constants.MIN_MEMBER_ANNOTATION} on the workload. No member starts before the gang's size is known"
-    )
+        return msg.waiting_for_native_podgroup(sizing.source)
+    return msg.waiting_for_size(sizing.source, sizing.workload is not None, constants.MIN_MEMBER_ANNOTATION)
 
 
 def native_fields(group: NativePodGroup) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from typing import Any
 
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Store
-from controller.core.model import Decision, Plan, Preempt, Queue, QueueReport
-from controller.core.queues import QueueTree
+from controller.core import Decision, Plan, Preempt, Queue, QueueReport, QueueTree
 from controller.pipeline.metrics import ControllerMetrics
 from shared import constants
 from shared.quantities import base_units, format_amount
+from shared.queue import QueueStatus
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +31,20 @@ def amount_text(resource: str, amount: float) -> str:
 
 def desired(
     report: QueueReport, queue: Queue, problem: str | None, gpu: str = constants.GPU_RESOURCE
-) -> dict[str, Any]:
+) -> QueueStatus:
     quota = queue.resources.get(gpu)
     used = amount_text(gpu, report.allocated.get(gpu, 0))
     fair = amount_text(gpu, report.fair_share.get(gpu, 0.0))
-    summary = f"{used}/{fair}/{quota.quota if quota is not None else 0}"
-    return {
-        "allocated": {k: amount_text(k, v) for k, v in report.allocated.items()},
-        "requested": {k: amount_text(k, v) for k, v in report.requested.items()},
-        "fairShare": {k: amount_text(k, v) for k, v in report.fair_share.items()},
-        "outsidePhalanx": {k: amount_text(k, v) for k, v in report.outside.items()},
-        "admittedGangs": report.admitted_gangs,
-        "waitingGangs": report.waiting_gangs,
-        "summary": summary,
-        "message": problem,
-    }
+    return QueueStatus(
+        allocated={k: amount_text(k, v) for k, v in report.allocated.items()},
+        requested={k: amount_text(k, v) for k, v in report.requested.items()},
+        fair_share={k: amount_text(k, v) for k, v in report.fair_share.items()},
+        outside_phalanx={k: amount_text(k, v) for k, v in report.outside.items()},
+        admitted_gangs=report.admitted_gangs,
+        waiting_gangs=report.waiting_gangs,
+        summary=f"{used}/{fair}/{quota.quota if quota is not None else 0}",
+        message=problem,
+    )
 
 
 class QueueStatusWriter:
@@ -65,7 +64,7 @@ class QueueStatusWriter:
             record = records.get(name)
             if record is None:
                 continue
-            wanted = desired(report, record.queue, broken.get(name))
+            wanted = desired(report, record.queue, broken.get(name)).to_json()
             current = record.status
             if all(current.get(k) == v for k, v in wanted.items()):
                 continue

@@ -1,9 +1,10 @@
 """The level-triggered reconcile loop.
 
-Watch events only mark gangs dirty (``on_change``); a pass re-reads everything from the store,
-plans with the pure core over *all* gangs (order and backfill need the global view), carries out
-the plan, and writes each PodGroup's status where it changed. A failed pass is retried with
-backoff; timers re-queue gangs whose schedule or bind timeout is due.
+Watch events only mark gangs dirty (``on_change``); a pass re-reads everything from the store and
+reads as snapshot -> plan -> execute -> status: the pure core decides over *all* gangs (order and
+backfill need the global view) what to admit, preempt or wait for (``plan``) and what the clock
+brings (``decide_timers``: rollbacks, timeouts, when to look again); the executor carries both
+out, and each PodGroup's status is written where it changed. A failed pass is retried with backoff.
 """
 
 from __future__ import annotations
@@ -16,25 +17,36 @@ from collections.abc import Callable, Hashable
 
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
-from controller.core.config import PlannerConfig
-from controller.core.model import Admit, Decision, EventReason, GangKey, Preempt, Reject, Short, Wait
-from controller.core.planner import plan
-from controller.core.state import is_live
+from controller.core import (
+    Admit,
+    Decision,
+    EventReason,
+    GangKey,
+    Plan,
+    PlannerConfig,
+    Preempt,
+    Recheck,
+    Reject,
+    RollBack,
+    Short,
+    TimedOut,
+    TimerConfig,
+    TimerDecision,
+    Wait,
+    decide_timers,
+    plan,
+)
 from controller.pipeline import gangs, status
 from controller.pipeline.bypass import GateBypassDetector
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.executor import Executor
 from controller.pipeline.gangs import GangView
 from controller.pipeline.gcpause import cyclic_gc_paused
-from controller.pipeline.metrics import (
-    ROLLBACK_BIND_TIMEOUT,
-    ROLLBACK_DEGRADED,
-    ControllerMetrics,
-    queue_label,
-)
+from controller.pipeline.metrics import ControllerMetrics, queue_label
 from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
 from controller.pipeline.queue_status import QueueStatusWriter
 from controller.pipeline.workqueue import WorkQueue
+from shared.podgroup import Phase
 
 log = logging.getLogger(__name__)
 REPLAN = "*"  # queue key: capacity changed, no particular gang
@@ -50,10 +62,8 @@ class Reconciler:
         events: EventRecorder,
         metrics: ControllerMetrics,
         planner: PlannerConfig,
+        timers: TimerConfig,
         clock: Callable[[], float],
-        bind_timeout: float = 60.0,
-        timeout_action: str = "report",
-        degraded_timeout: float = 300.0,
     ) -> None:
         self.kube = kube
         self.store = store
@@ -63,14 +73,12 @@ class Reconciler:
         self.metrics = metrics
         self.planner = planner
         self.clock = clock
-        self.bind_timeout = bind_timeout
-        self.timeout_action = timeout_action
-        self.degraded_timeout = degraded_timeout
+        self.timers = timers
         self.podgroups = PodGroupFactory(kube, store)
         self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
         self.bypass = GateBypassDetector(events, metrics)
-        store.listeners.append(self.on_change)
+        store.subscribe(self.on_change)
 
     def on_change(self, key: GangKey | None) -> None:
         self.queue.add(key if key is not None else REPLAN)
@@ -96,14 +104,16 @@ class Reconciler:
                     self.queue.forget(key)
 
     async def reconcile(self, batch: set[Hashable]) -> set[Hashable]:
-        """One pass: snapshot -> plan -> act -> report. Returns the keys whose work failed (to
+        """One pass: snapshot -> plan -> execute -> status. Returns the keys whose work failed (to
         retry with backoff)."""
         self.passes += 1
         failed: set[Hashable] = set()
         # A REPLAN (resync, leadership gained) covers every gang, also those seen while on standby.
-        targets = self.store.gang_keys() if REPLAN in batch else {k for k in batch if isinstance(k, GangKey)}
+        full = REPLAN in batch
+        targets = self.store.gang_keys() if full else {k for k in batch if isinstance(k, GangKey)}
         await self._ensure_podgroups(targets, failed)
 
+        # snapshot -> plan: pure, from the store and the clock.
         now = self.clock()
         started = time.perf_counter()
         with cyclic_gc_paused():
@@ -111,25 +121,48 @@ class Reconciler:
             the_plan = plan(snapshot, self.planner)
         self.metrics.pass_duration.observe(time.perf_counter() - started)
         decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
+        timed = decide_timers(snapshot.gangs, decisions, now, self.timers)
 
+        await self._execute(views, decisions, timed, now, failed, full)
+        await self._report(views, the_plan, decisions, now, failed, full)
+        return failed
+
+    async def _execute(
+        self,
+        views: dict[GangKey, GangView],
+        decisions: dict[GangKey, Decision],
+        timed: tuple[TimerDecision, ...],
+        now: float,
+        failed: set[Hashable],
+        full: bool,
+    ) -> None:
+        """Carry out the plan and the timers' decisions, then let go of what no longer needs holding."""
         await self._act(views, decisions, failed)
         await self.bypass.check(views)
-        await self._bind_timeouts(views, decisions, now, failed)
-        await self._degraded(views, decisions, now, failed)
-        await self._timeouts(views, decisions, now)
+        await self._act_on_timers(views, timed, now, failed)
+        self._release_stale_holds(views, decisions, now)
+        await self._resume_requeued_jobs(full)
+
+    async def _report(
+        self,
+        views: dict[GangKey, GangView],
+        the_plan: Plan,
+        decisions: dict[GangKey, Decision],
+        now: float,
+        failed: set[Hashable],
+        full: bool,
+    ) -> None:
+        """Status of every PodGroup and queue, and the Events of members no plan could include."""
         await self._write_statuses(views, decisions, now, failed)
         await self.queue_status.write(the_plan, the_plan.decisions)
-        self._release_stale_holds(views, decisions, now)
-        await self._resume_requeued_jobs(full=REPLAN in batch)
         # A member whose spec cannot be read is not part of any plan: say so where people look.
         for owner_key, problem in self.store.invalid_pods.values():
             if owner_key is not None and owner_key in views:
                 await self.events.emit(
                     views[owner_key].podgroup, EventReason.INVALID_MEMBER, problem, warning=True
                 )
-        if REPLAN in batch:
+        if full:
             self.events.retain({v.podgroup.uid for v in views.values()} | set(self.store.pods))
-        return failed
 
     async def _ensure_podgroups(self, targets: set[GangKey], failed: set[Hashable]) -> None:
         unsized: dict[GangKey, Sizing] = {}
@@ -190,96 +223,44 @@ class Reconciler:
                 if pod.gated and not pod.terminating:
                     await self.events.emit_on_pod(pod, reason, message)
 
-    async def _bind_timeouts(
+    async def _act_on_timers(
         self,
         views: dict[GangKey, GangView],
-        decisions: dict[GangKey, Decision],
+        timed: tuple[TimerDecision, ...],
         now: float,
         failed: set[Hashable],
     ) -> None:
-        for key, view in views.items():
-            gang = view.gang
-            if gang.admitted_at is None or (key in decisions and isinstance(decisions[key], Admit)):
+        """Roll back, report timeouts, and come back to gangs whose timeout is not due yet."""
+        for decision in timed:
+            view = views.get(decision.gang)
+            if view is None:
                 continue
-            bound = sum(1 for p in view.members if p.bound and not p.finished)
-            finished = sum(1 for p in view.members if p.finished)
-            if bound + finished >= gang.min_member:
-                continue
-            # Only admitted members that have not bound time out. A running gang that lost a
-            # member (drained, deleted) waits for its replacement; it is not rolled back.
-            if not any(p.uid in gang.admitted and is_live(p) and not p.bound for p in view.members):
-                continue
-            due = (view.last_admitted_at or gang.admitted_at) + self.bind_timeout
-            reason = (
-                f"only {bound} of {gang.min_member} admitted members bound within {self.bind_timeout:.0f}s"
-            )
-            await self._roll_back_when_due(
-                view, due, now, reason, "rolled-back", failed, ROLLBACK_BIND_TIMEOUT
-            )
-
-    async def _degraded(
-        self,
-        views: dict[GangKey, GangView],
-        decisions: dict[GangKey, Decision],
-        now: float,
-        failed: set[Hashable],
-    ) -> None:
-        """A running gang below minMember is re-queued whole once it has been so for the timeout
-        (as Kueue does with waitForPodsReady): a partial gang holds GPUs and makes no progress."""
-        if self.degraded_timeout <= 0:
-            return
-        for key, view in views.items():
-            since = view.degraded_since
-            if since is None or isinstance(decisions.get(key), Admit):
-                continue
-            running = sum(1 for p in view.members if p.bound and not p.finished and not p.terminating)
-            reason = f"ran with {running} of {view.gang.min_member} members for {self.degraded_timeout:.0f}s"
-            await self._roll_back_when_due(
-                view, since + self.degraded_timeout, now, reason, "degraded", failed, ROLLBACK_DEGRADED
-            )
-
-    async def _roll_back_when_due(
-        self,
-        view: GangView,
-        due: float,
-        now: float,
-        reason: str,
-        why: str,
-        failed: set[Hashable],
-        cause: str,
-    ) -> None:
-        """Re-queue the gang whole once ``due`` has passed; until then, come back to it then."""
-        key = view.podgroup.key
-        if now < due:
-            self.queue.add_after(key, due - now + 0.05)
-            return
-        try:
-            await self.executor.roll_back(view, reason, why=why, cause=cause)
-        except Exception as err:
-            log.warning("rollback failed", extra={"gang": str(key), "why": why, "error": str(err)})
-            failed.add(key)
-
-    async def _timeouts(
-        self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float
-    ) -> None:
-        for key, decision in decisions.items():
-            if not isinstance(decision, Wait) or key not in views:
-                continue
-            view = views[key]
-            timeout = view.gang.schedule_timeout or self.planner.default_schedule_timeout
-            if decision.timed_out:
-                # Once per wait: a gang that waits again (preempted, recreated) can time out again.
-                episode = f"timed out waiting since {status.iso(view.gang.wait_start)}"
-                if not self.events.seen(view.podgroup, EventReason.TIMED_OUT, episode):
-                    known = self.store.queues.records()
-                    self.metrics.timeouts.labels(queue=queue_label(view.gang.queue, known)).inc()
-                    await self.events.emit(
-                        view.podgroup, EventReason.TIMED_OUT, decision.message, warning=True, dedupe=episode
+            if isinstance(decision, Recheck):
+                self.queue.add_after(decision.gang, decision.at - now)
+            elif isinstance(decision, RollBack):
+                try:
+                    await self.executor.roll_back(view, decision)
+                except Exception as err:
+                    log.warning(
+                        "rollback failed",
+                        extra={"gang": str(decision.gang), "why": decision.cause, "error": str(err)},
                     )
-                    if self.timeout_action == "release":
-                        await self.executor.give_up(view, f"not admitted within {timeout:.0f}s")
-            elif timeout:
-                self.queue.add_after(key, view.gang.wait_start + timeout - now + 0.05)
+                    failed.add(decision.gang)
+            elif isinstance(decision, TimedOut):
+                await self._timed_out(view, decision)
+
+    async def _timed_out(self, view: GangView, decision: TimedOut) -> None:
+        # Once per wait: a gang that waits again (preempted, recreated) can time out again.
+        episode = f"{EventReason.TIMED_OUT}@{status.iso(decision.since)}"
+        if self.events.seen(view.podgroup, EventReason.TIMED_OUT, episode):
+            return
+        known = self.store.queues.records()
+        self.metrics.timeouts.labels(queue=queue_label(view.gang.queue, known)).inc()
+        await self.events.emit(
+            view.podgroup, EventReason.TIMED_OUT, decision.message, warning=True, dedupe=episode
+        )
+        if decision.release is not None:
+            await self.executor.give_up(view, decision.release)
 
     async def _write_statuses(
         self,
@@ -294,10 +275,10 @@ class Reconciler:
         for key, view in views.items():
             decision = decisions.get(key)
             wanted = status.desired(view, decision, now)
-            if wanted["phase"] in ("Pending", "Failed") and not isinstance(decision, Admit):
+            if wanted.phase in (Phase.PENDING, Phase.FAILED) and not isinstance(decision, Admit):
                 queue = queue_label(view.gang.queue, known)
-                pending[(str(wanted["reason"]), queue)] += 1
-                if wanted["phase"] == "Pending":
+                pending[(str(wanted.reason), queue)] += 1
+                if wanted.phase == Phase.PENDING:
                     oldest[queue] = min(oldest.get(queue, now), view.gang.wait_start)
             if isinstance(decision, (Wait, Short, Reject)) and not decision_timed_out(decision):
                 await self.events.emit(
@@ -310,12 +291,13 @@ class Reconciler:
                 )
             if not status.differs(view.podgroup.status, wanted):
                 continue
+            body = wanted.to_json()
             try:
                 await self.kube.patch(
-                    view.podgroup.rt, key.namespace, key.name, {"status": wanted}, subresource="status"
+                    view.podgroup.rt, key.namespace, key.name, {"status": body}, subresource="status"
                 )
                 self.metrics.status_writes.inc()
-                self.store.assume_status(view.podgroup, wanted)  # no rewrite before the informer catches up
+                self.store.assume_status(view.podgroup, body)  # no rewrite before the informer catches up
             except ApiError as err:
                 if not err.not_found:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})

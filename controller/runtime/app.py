@@ -1,5 +1,5 @@
-"""Wire the controller together: informers -> store -> work queue -> reconciler, plus leadership
-and the health/metrics server."""
+"""The controller process: the parts ``wiring.wire`` builds, fed by informers, plus leadership and
+the health/metrics server."""
 
 from __future__ import annotations
 
@@ -13,51 +13,16 @@ from aiohttp import web
 from controller.api import resources as r
 from controller.api.informer import Informer
 from controller.api.kube import Kube
-from controller.api.queue_feed import queue_sinks
 from controller.api.resources import ResourceType
-from controller.api.store import Store, StoreSink, sinks_for
-from controller.core.config import PlannerConfig
-from controller.pipeline.events import EventRecorder
-from controller.pipeline.executor import Executor, ExecutorSettings
-from controller.pipeline.metrics import ControllerMetrics
-from controller.pipeline.reconciler import REPLAN, Reconciler
+from controller.core import messages as msg
+from controller.pipeline.reconciler import REPLAN
 from controller.pipeline.workqueue import WorkQueue
 from controller.runtime.config import ControllerSettings
 from controller.runtime.leader import LeaderElector
+from controller.runtime.wiring import WATCHED, wire
 from shared.health import health_app, registry_metrics
 
 log = logging.getLogger(__name__)
-
-
-WATCHED = [
-    r.NODES,
-    r.NAMESPACES,
-    r.PODS,
-    r.PRIORITY_CLASSES,
-    r.PDBS,
-    # The native gang API at each version Phalanx reads: only the newest served one is watched.
-    *r.WORKLOAD_VERSIONS,
-    *r.NATIVE_PODGROUP_VERSIONS,
-    *r.PODGROUP_TYPES,
-    *r.QUEUE_TYPES,
-    *r.SIZED_WORKLOAD_TYPES,
-]
-
-
-def informer_sinks(store: Store, types: list[ResourceType]) -> dict[str, StoreSink]:
-    """Where each watched type's lists and events go (also what kubectl-phalanx feeds its store)."""
-    sinks = sinks_for(store, [t for t in types if t in r.PODGROUP_TYPES])
-    sinks.update(queue_sinks(store, types, sinks[str(r.NAMESPACES)] if r.NAMESPACES in types else None))
-    return sinks
-
-
-def planner_config(settings: ControllerSettings) -> PlannerConfig:
-    return PlannerConfig(
-        default_schedule_timeout=settings.default_schedule_timeout_seconds,
-        preemption=settings.preemption,
-        preemption_min_runtime_seconds=settings.preemption_min_runtime_seconds,
-        starvation_age_seconds=settings.starvation_age_seconds,
-    )
 
 
 class LeadershipLost(Exception):
@@ -66,43 +31,28 @@ class LeadershipLost(Exception):
 
 class Controller:
     def __init__(
-        self, settings: ControllerSettings, kube: Kube, clock: Callable[[], float] = time.time
+        self,
+        settings: ControllerSettings,
+        kube: Kube,
+        clock: Callable[[], float] = time.time,
+        lease_kube: Kube | None = None,
     ) -> None:
+        """``lease_kube``: the client leadership is renewed through; a connection of its own in the
+        process, so that a gang's hundreds of gate lifts never hold a renewal past its deadline."""
         self.settings = settings
         self.kube = kube
         self.clock = clock
-        self.store = Store()
-        self.metrics = ControllerMetrics()
-        self.queue = WorkQueue(time.monotonic)
+        parts = wire(settings, kube, clock, WorkQueue(time.monotonic))
+        self.store = parts.store
+        self.metrics = parts.metrics
+        self.queue = parts.queue
+        self.events = parts.events
+        self.executor = parts.executor
+        self.reconciler = parts.reconciler
+        self.sinks = parts.sinks
         identity = settings.identity
-        self.events = EventRecorder(kube, clock, identity, background=True)
-        self.executor = Executor(
-            kube,
-            self.store,
-            self.events,
-            self.metrics,
-            clock,
-            ExecutorSettings(
-                concurrency=settings.patch_concurrency,
-                eviction_grace_seconds=settings.eviction_grace_seconds,
-                dry_run_preemption=settings.preemption_dry_run,
-            ),
-        )
-        self.reconciler = Reconciler(
-            kube,
-            self.store,
-            self.queue,
-            self.executor,
-            self.events,
-            self.metrics,
-            planner_config(settings),
-            clock,
-            bind_timeout=settings.bind_timeout_seconds,
-            timeout_action=settings.schedule_timeout_action,
-            degraded_timeout=settings.degraded_gang_timeout_seconds,
-        )
         self.elector = LeaderElector(
-            kube,
+            lease_kube or kube,
             settings.namespace,
             settings.lease_name,
             identity,
@@ -128,11 +78,10 @@ class Controller:
         return r.first_served(served)
 
     def _start_informers(self, group: asyncio.TaskGroup, types: list[ResourceType]) -> None:
-        sinks = informer_sinks(self.store, types)
         for rt in types:
             if rt in r.NATIVE_PODGROUP_VERSIONS:
                 self.store.native_podgroup_api_version = rt.api_version
-        informers = [Informer(self.kube, rt, sinks[str(rt)]) for rt in types]
+        informers = [Informer(self.kube, rt, self.sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         for informer in informers:
             group.create_task(informer.run(), name=f"informer {informer.rt}")
@@ -166,8 +115,8 @@ class Controller:
             alive=lambda: not self.elector.lost.is_set(),
             ready=lambda: self.synced,
             metrics=registry_metrics(self.metrics.registry),
-            not_alive="leadership lost",
-            not_ready="informers not synced",
+            not_alive=msg.leadership_lost(),
+            not_ready=msg.informers_not_synced(),
         )
 
     async def run(self, health_host: str | None = None, health_port: int | None = None) -> None:

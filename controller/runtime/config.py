@@ -35,7 +35,11 @@ class ControllerSettings(BaseSettings):
     lease_duration_seconds: float = Field(
         15.0, description="a leader that stops renewing loses the lease after this"
     )
-    lease_renew_seconds: float = Field(5.0, description="how often the leader renews its lease")
+    lease_renew_seconds: float = Field(
+        2.0,
+        description="how often the leader renews its lease (and retries a failed renewal); several "
+        "tries fit in the renew deadline (2/3 of the duration), as client-go's retry period",
+    )
     default_schedule_timeout_seconds: float | None = Field(
         None, description="timeout for gangs that set none (PodGroup spec or annotation); unset: wait forever"
     )

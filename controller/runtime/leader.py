@@ -41,7 +41,7 @@ class LeaderElector:
         identity: str,
         clock: Callable[[], float],
         duration: float = 15.0,
-        renew: float = 5.0,
+        renew: float = 2.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity

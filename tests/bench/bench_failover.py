@@ -77,7 +77,7 @@ def main() -> int:
     config = ClusterConfig(
         name="phalanx-failover", workdir=REPO / ".local" / "bench-failover", fleet=FleetSpec(gpu_nodes=4)
     )
-    figures: dict[str, Any] = {"lease_duration_s": 15.0, "lease_renew_s": 5.0}
+    figures: dict[str, Any] = {"lease_duration_s": 15.0, "lease_renew_s": 2.0}
     cluster = LocalCluster(config).up()
     phalanx = Phalanx(cluster, options)
     try:

@@ -30,8 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--scheduler-gang-plugin",
-        action="store_true",
-        help="also run kube-scheduler's own gang plugin (GangScheduling) beside Phalanx",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run kube-scheduler's own gang plugin (GangScheduling) beside Phalanx (default: as the "
+        "release runs it with the Workload API on: from 1.37)",
     )
     parser.add_argument(
         "--real-node",

@@ -20,9 +20,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/goenv.sh"
 BIN="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 
 
-command -v go >/dev/null || die "Go is not installed (need Go >= 1.25 on PATH); it is only a build tool for the upstream components"
+# The Go each release's go.mod declares: 1.25 for 1.35, 1.26 from 1.36.
+k8s_minor=$(echo "$K8S_VERSION" | sed -E 's/^v1\.([0-9]+).*/\1/')
+go_needed=$([ "${k8s_minor:-0}" -ge 36 ] && echo 26 || echo 25)
+command -v go >/dev/null || die "Go is not installed (need Go >= 1.$go_needed on PATH); it is only a build tool for the upstream components"
 go_minor=$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')
-[ "${go_minor:-0}" -ge 25 ] || die "Go $(go env GOVERSION) is too old: Kubernetes ${K8S_VERSION} needs Go >= 1.25"
+[ "${go_minor:-0}" -ge "$go_needed" ] || die "Go $(go env GOVERSION) is too old: Kubernetes ${K8S_VERSION} needs Go >= 1.$go_needed"
 mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE"
 
 have() { for b in "$@"; do [ -x "$BIN/$b" ] || return 1; done; }

@@ -41,8 +41,11 @@ class ClusterConfig:
     fleet: FleetSpec = field(default_factory=FleetSpec)
     # The Kubernetes release (PHALANX_K8S_VERSION, else the default); its Workload API is served.
     release: KubeRelease = field(default_factory=release)
-    # The scheduler's own gang plugin (GangScheduling); off, so Phalanx alone holds gangs.
-    gang_plugin: bool = False
+    # The scheduler's own gang plugin (GangScheduling); None: as the release runs it with the Workload
+    # API on (on from 1.37, where it comes with GenericWorkload), so Phalanx is tested beside it.
+    gang_plugin: bool | None = None
+    # Further feature gates to turn on in every component (e.g. WorkloadWithJob).
+    feature_gates: tuple[str, ...] = ()
     scheduler_qps: int = 50  # kube-scheduler's own default; raise for throughput benchmarks
     scheduler_burst: int = 100
     # The Job controller's client rate (kube-controller-manager's --kube-api-qps); None: its default.
@@ -52,6 +55,10 @@ class ClusterConfig:
     # address and certificate SANs so pods can reach it).
     extra_component_patches: list[dict[str, Any]] = field(default_factory=list)
     extra_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def runs_gang_plugin(self) -> bool:
+        return self.release.gang_plugin_default if self.gang_plugin is None else self.gang_plugin
 
 
 class LocalCluster:
@@ -140,7 +147,7 @@ class LocalCluster:
     # ---- lifecycle -----------------------------------------------------------------------------
     def _scheduler_config(self) -> dict[str, Any]:
         """The cluster's kube-scheduler configuration (kwokctl adds the kubeconfig)."""
-        plugins = self.config.release.disabled_scheduler_plugins(self.config.gang_plugin)
+        plugins = self.config.release.disabled_scheduler_plugins(self.config.runs_gang_plugin)
         profile: dict[str, Any] = {"schedulerName": "default-scheduler"}
         if plugins:
             profile["plugins"] = {"multiPoint": {"disabled": [{"name": p} for p in plugins]}}
@@ -171,7 +178,7 @@ class LocalCluster:
             "securePort": True,
             "kubeAuthorization": True,
             "kubeAdmission": True,
-            "kubeFeatureGates": k8s.feature_gates(self.config.gang_plugin),
+            "kubeFeatureGates": k8s.feature_gates(self.config.runs_gang_plugin, self.config.feature_gates),
             "kubeRuntimeConfig": k8s.runtime_config,
             "kubeSchedulerConfig": str(scheduler_config),
             "nodeLeaseDurationSeconds": 40,

@@ -21,6 +21,10 @@ gang: a ``batch/v1`` Job of ``size`` pods plus whatever the system needs beside 
   PodGroup (``minMember``) in the leaf queue, pods with the annotation ``pod-group-name``, the
   label ``kai.scheduler/queue`` and ``schedulerName: kai-scheduler``. KAI's podgrouper is not run:
   it would give every pod of a ``batch/v1`` Job a PodGroup of its own (see ``KaiSystem``).
+- ``native``: the stock kube-scheduler's own gang scheduling (Kubernetes 1.36 and later: the
+  ``GenericWorkload`` gate and its ``GangScheduling`` plugin, nothing installed beside them); a
+  native ``scheduling.k8s.io`` PodGroup (``schedulingPolicy.gang.minCount``) and the Job's pod
+  template linked to it with ``spec.schedulingGroup.podGroupName``.
 
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
 """
@@ -43,6 +47,7 @@ from typing import IO, Any, ClassVar
 
 import yaml
 
+from shared.jsonread import JsonObject
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
 from tests.localcluster.fleet import FleetSpec
@@ -51,13 +56,13 @@ from tests.localcluster.stages import RUN_FOR_ANNOTATION
 
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
-PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai")
+PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai", "native")
+# Systems that are part of the control plane itself: nothing to build.
+BUILT_IN = ("native",)
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
 KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
-
-JSON = dict[str, Any]
 
 
 def _log(message: str) -> None:
@@ -91,7 +96,7 @@ def blocker(name: str) -> str:
     return "\n".join(texts)
 
 
-def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JSON:
+def job(namespace: str, name: str, size: int, gpus: int, run_for: str) -> JsonObject:
     """The Job every system runs: ``size`` pods of ``gpus`` GPUs each, completing after ``run_for``."""
     return {
         "apiVersion": "batch/v1",
@@ -133,13 +138,16 @@ def _bytes(quantity: str) -> int:
     return int(quantity)
 
 
-def _read_yaml_docs(path: Path) -> list[JSON]:
+def _read_yaml_docs(path: Path) -> list[JsonObject]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 @dataclass
 class System:
     """One gang scheduler: install, start, express a gang, stop."""
+
+    # Settings of the cluster this system needs (ClusterConfig fields), e.g. the scheduler's gang plugin.
+    cluster_settings: ClassVar[dict[str, Any]] = {}
 
     name: str
     cluster: LocalCluster
@@ -158,7 +166,7 @@ class System:
     def prepare_namespace(self, namespace: str) -> None:
         """Whatever a namespace needs before users submit gangs to it."""
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         raise NotImplementedError
 
     # ---- shared --------------------------------------------------------------------------------
@@ -238,7 +246,7 @@ class PhalanxSystem(System):
             "label", "namespace", namespace, "phalanx.io/gang-scheduling=enabled", "--overwrite"
         )
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         return [job(namespace, name, size, gpus, run_for)]
 
     def down(self) -> None:
@@ -300,7 +308,7 @@ class CoschedulingSystem(System):
         )
         self.wait_http(f"https://127.0.0.1:{port}/healthz", scheduler)
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = name
@@ -438,7 +446,7 @@ class KueueSystem(System):
             ]
         )
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = self.QUEUE
         return [body]
@@ -498,7 +506,7 @@ class VolcanoSystem(System):
                 raise TimeoutError("volcano: the default queue was not created")
             time.sleep(0.5)
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         template = body["spec"]["template"]
         template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] = name
@@ -547,7 +555,7 @@ class KaiSystem(System):
     # What KAI v0.12.0's operator writes to the scheduler's ConfigMap for a shard with the chart's
     # placementStrategy binpack (pkg/operator/operands/scheduler/resources_for_shard.go).
     @staticmethod
-    def scheduler_config() -> JSON:
+    def scheduler_config() -> JsonObject:
         names = [
             "predicates",
             "proportion",
@@ -567,7 +575,7 @@ class KaiSystem(System):
             "snapshot",
             "gpupack",
         ]
-        plugins: list[JSON] = [{"name": n} for n in names]
+        plugins: list[JsonObject] = [{"name": n} for n in names]
         plugins.append({"name": "nodeplacement", "arguments": {"gpu": "binpack", "cpu": "binpack"}})
         plugins.append({"name": "gpusharingorder"})
         return {
@@ -722,7 +730,7 @@ class KaiSystem(System):
             ]
         }
 
-        def hook(path: str, operations: list[str]) -> JSON:
+        def hook(path: str, operations: list[str]) -> JsonObject:
             return {
                 "name": f"admission.{self.NAMESPACE}.svc",
                 "admissionReviewVersions": ["v1"],
@@ -762,7 +770,7 @@ class KaiSystem(System):
         return health
 
     @classmethod
-    def queues(cls, fleet: FleetSpec) -> list[JSON]:
+    def queues(cls, fleet: FleetSpec) -> list[JsonObject]:
         """KAI's two-level queues (only leaf queues take workloads): a parent and a leaf whose
         quota is the whole fleet, no limit (-1), over-quota weight 1. Units: CPU millicores,
         memory MB (10^6 bytes), GPUs."""
@@ -790,7 +798,7 @@ class KaiSystem(System):
             },
         ]
 
-    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JSON]:
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         body = job(namespace, name, size, gpus, run_for)
         # KAI's consolidation (and reclaim, preempt) evicts running pods by design: it deletes them
         # and places the pods their controller makes again where it planned. With the template's
@@ -810,6 +818,28 @@ class KaiSystem(System):
         return [group, body]
 
 
+class NativeGangSystem(System):
+    """The stock kube-scheduler's own gang scheduling: no process of its own, only the API."""
+
+    cluster_settings: ClassVar[dict[str, Any]] = {"gang_plugin": True}
+
+    def up(self) -> None:
+        release = self.cluster.config.release
+        if release.workload_api == "scheduling.k8s.io/v1alpha1":
+            raise RuntimeError(f"the native system needs Kubernetes 1.36 or later, not {release.version}")
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
+        body = job(namespace, name, size, gpus, run_for)
+        body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": name}
+        group = {
+            "apiVersion": self.cluster.config.release.workload_api,
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+        }
+        return [group, body]
+
+
 SYSTEMS: dict[str, type[System]] = {
     "phalanx": PhalanxSystem,
     "phalanx-reserve": PhalanxReservingSystem,
@@ -817,6 +847,7 @@ SYSTEMS: dict[str, type[System]] = {
     "kueue": KueueSystem,
     "volcano": VolcanoSystem,
     "kai": KaiSystem,
+    "native": NativeGangSystem,
 }
 
 

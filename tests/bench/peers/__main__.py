@@ -1,4 +1,5 @@
-"""`make bench-peers`: Phalanx side by side with Coscheduling, Kueue, Volcano and KAI.
+"""`make bench-peers`: Phalanx side by side with Coscheduling, Kueue, Volcano, KAI and the stock
+kube-scheduler's own gang scheduling (``native``, Kubernetes 1.36 and later).
 
 Builds the peers that are missing (``tests/localcluster/build-peers.sh``, cache outside the repo),
 then runs every scenario for every system, each alone on a fresh local cluster, writes
@@ -26,7 +27,7 @@ from tests.bench.peers import report
 from tests.bench.peers.runner import run_one
 from tests.bench.peers.scenarios import BUILDERS, scenario, trace_path
 from tests.localcluster.cluster import REPO
-from tests.localcluster.peers import PEER_NAMES, blocker, build_peers
+from tests.localcluster.peers import BUILT_IN, PEER_NAMES, blocker, build_peers
 
 OUT = REPO / "out" / "bench" / "peers"
 # Phalanx settings worth seeing beside the default in one scenario (a default run includes them).
@@ -36,6 +37,7 @@ VERSIONS = {
     "kueue": "sigs.k8s.io/kueue v0.15.0",
     "volcano": "volcano.sh/volcano v1.10.0",
     "kai": "github.com/NVIDIA/KAI-scheduler v0.12.0",
+    "native": "kube-scheduler of the cluster (GenericWorkload + GangScheduling)",
 }
 
 
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(systems: list[str], names: list[str], full: bool, variants: dict[str, list[str]]) -> None:
-    built = build_peers(tuple(s for s in systems if not s.startswith("phalanx")))
+    built = build_peers(tuple(s for s in systems if not s.startswith("phalanx") and s not in BUILT_IN))
     if "trace" in names and trace_path() is None:
         print("trace scenario skipped: no trace slice (set PHALANX_PEERS_TRACE to a Philly-format CSV)")
         names = [n for n in names if n != "trace"]
@@ -106,7 +108,7 @@ def run(systems: list[str], names: list[str], full: bool, variants: dict[str, li
             if earlier.get("size") == doc["size"] and earlier.get("title") == doc["title"]:
                 doc["systems"] = {k: v for k, v in earlier.get("systems", {}).items() if k not in running}
         for system in running:
-            if not system.startswith("phalanx") and built.get(system) is None:
+            if not system.startswith("phalanx") and system not in BUILT_IN and built.get(system) is None:
                 doc["not_run"][system] = blocker(system) or "not built"
                 continue
             try:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 LOWER, HIGHER = "lower", "higher"
+# The stock kube-scheduler's own gang scheduling (tests/localcluster/peers.py NativeGangSystem).
+NATIVE = "native"
 
 
 @dataclass(frozen=True)
@@ -84,17 +86,21 @@ def _cell(value: float | None) -> str:
 
 
 def table(title: str, results: dict[str, dict[str, Any]], metrics: tuple[Metric, ...]) -> str:
-    """A Markdown table: one row per metric, one column per system, then Phalanx ÷ best peer."""
-    order = {name: i for i, name in enumerate(("phalanx", "coscheduling", "kueue", "volcano", "kai"))}
+    """A Markdown table: one row per metric, one column per system, then Phalanx ÷ best peer (and
+    Phalanx ÷ the stock scheduler's own gangs, when those ran: the question "why not just that?")."""
+    order = {name: i for i, name in enumerate(("phalanx", "coscheduling", "kueue", "volcano", "kai", NATIVE))}
     systems = sorted(results, key=lambda s: (order.get(s, len(order)), s))
     peers = [s for s in systems if not s.startswith("phalanx")]  # phalanx-* are Phalanx variants
-    header = ["metric", *systems, "Phalanx ÷ best peer"]
+    native = NATIVE in systems
+    header = ["metric", *systems, "Phalanx ÷ best peer", *(["Phalanx ÷ native"] if native else [])]
     lines = [f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for metric in metrics:
         values = {s: None if "error" in results[s] else lookup(results[s], metric.key) for s in systems}
         row = [f"{metric.label} ({metric.better} is better)"]
         row += [_cell(values[s]) if "error" not in results[s] else "failed" for s in systems]
         row.append(ratio(values.get("phalanx"), [values[p] for p in peers], metric.better))
+        if native:
+            row.append(ratio(values.get("phalanx"), [values[NATIVE]], metric.better))
         lines.append("| " + " | ".join(row) + " |")
     failures = {s: r["error"] for s, r in results.items() if "error" in r}
     for system, error in failures.items():

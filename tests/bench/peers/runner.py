@@ -16,7 +16,14 @@ from tests.bench.peers.scenarios import Arrival, Scenario
 from tests.bench.peers.timeline import GangRecord, PodRecord, summarize
 from tests.localcluster import ClusterConfig, LocalCluster
 from tests.localcluster.cluster import REPO
-from tests.localcluster.peers import GANG_LABEL, SCHEDULER_BURST, SCHEDULER_QPS, System, make_system
+from tests.localcluster.peers import (
+    GANG_LABEL,
+    SCHEDULER_BURST,
+    SCHEDULER_QPS,
+    SYSTEMS,
+    System,
+    make_system,
+)
 
 NAMESPACE = "bench"
 CONCURRENCY = 64
@@ -235,6 +242,7 @@ def run_one(scenario: Scenario, system_name: str, bin_dir: Path | None) -> dict[
         scheduler_burst=SCHEDULER_BURST,
         controller_manager_qps=CONTROLLER_MANAGER_QPS,
         ready_timeout=120 + scenario.fleet.gpu_nodes,
+        **SYSTEMS[system_name].cluster_settings,
     )
     cluster = LocalCluster(config)
     system = make_system(system_name, cluster, bin_dir)

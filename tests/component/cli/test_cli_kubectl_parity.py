@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from controller.api import resources as r
-from controller.api.kube import JSON, ApiError
+from controller.api.kube import ApiError
 from controller.api.resources import ResourceType
 from controller.cli import __main__ as cli
 from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_NOT_FOUND, EXIT_OK
+from shared.jsonread import JsonObject
 from tests.component.cli.scenario import eight_on_five_free
 from tests.component.cli.test_cli_output import run_plugin, with_an_unsized_gang, with_workloads_to_audit
 from tests.component.controller.fake_kube import FakeKube
@@ -109,12 +110,12 @@ def tenant_of(make_cluster: Callable[[], FakeKube]) -> Callable[[], FakeKube]:
 
         async def list_as_tenant(
             rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
-        ) -> tuple[list[JSON], str]:
+        ) -> tuple[list[JsonObject], str]:
             if rt not in cluster_wide_ok and namespace != NS:
                 raise ApiError(403, "Forbidden", f"{rt.plural} is forbidden")
             return await list_(rt, namespace, label_selector)
 
-        async def get_as_tenant(rt: ResourceType, namespace: str | None, name: str) -> JSON:
+        async def get_as_tenant(rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
             if namespace != NS:
                 raise ApiError(403, "Forbidden", f"{rt.plural} {name} is forbidden")
             return await get(rt, namespace, name)

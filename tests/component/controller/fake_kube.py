@@ -22,8 +22,9 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
-from controller.api.kube import JSON, ApiError, PatchType
+from controller.api.kube import ApiError, PatchType
 from controller.api.resources import EVENTS, LEASES, PODS, PRIORITY_CLASSES, ResourceType
+from shared.jsonread import JsonObject
 
 Key = tuple[str, str]
 NO_STATUS_SUBRESOURCE = (EVENTS, LEASES, PRIORITY_CLASSES)
@@ -117,8 +118,8 @@ def json_patch(doc: Any, ops: list[Mapping[str, Any]]) -> Any:
 class FakeKube:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
-        self.objects: dict[ResourceType, dict[Key, JSON]] = defaultdict(dict)
-        self.history: dict[ResourceType, list[tuple[int, JSON]]] = defaultdict(list)
+        self.objects: dict[ResourceType, dict[Key, JsonObject]] = defaultdict(dict)
+        self.history: dict[ResourceType, list[tuple[int, JsonObject]]] = defaultdict(list)
         self.writes: list[Write] = []
         self.watch_opens: list[tuple[ResourceType, str]] = []
         self.unserved: set[ResourceType] = set()
@@ -126,7 +127,7 @@ class FakeKube:
         self._rv = 0
         self._uids = itertools.count(1)
         self._compacted: dict[ResourceType, int] = {}
-        self._watchers: dict[ResourceType, list[asyncio.Queue[JSON | None]]] = defaultdict(list)
+        self._watchers: dict[ResourceType, list[asyncio.Queue[JsonObject | None]]] = defaultdict(list)
         self._faults: list[Fault] = []
 
     # ---- test controls ---------------------------------------------------------------------------
@@ -144,12 +145,12 @@ class FakeKube:
         error = error or ApiError(500, "InternalError", f"injected failure of {method}")
         self._faults.append(Fault(method, error, rt, name, nth, times))
 
-    def seed(self, rt: ResourceType, *objs: Mapping[str, Any]) -> list[JSON]:
+    def seed(self, rt: ResourceType, *objs: Mapping[str, Any]) -> list[JsonObject]:
         return [self._create(rt, (o.get("metadata") or {}).get("namespace"), o) for o in objs]
 
     def mutate(
-        self, rt: ResourceType, namespace: str | None, name: str, change: Callable[[JSON], None]
-    ) -> JSON:
+        self, rt: ResourceType, namespace: str | None, name: str, change: Callable[[JsonObject], None]
+    ) -> JsonObject:
         """Change an object as another actor would (e.g. the scheduler binding a pod)."""
         obj = copy.deepcopy(self._existing(rt, namespace, name))
         change(obj)
@@ -158,17 +159,17 @@ class FakeKube:
     def remove(self, rt: ResourceType, namespace: str | None, name: str) -> None:
         self._delete(rt, namespace, name, None)
 
-    def obj(self, rt: ResourceType, namespace: str | None, name: str) -> JSON | None:
+    def obj(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject | None:
         found = self.objects[rt].get(self._key(rt, namespace, name))
         return copy.deepcopy(found) if found is not None else None
 
-    def items(self, rt: ResourceType) -> list[JSON]:
+    def items(self, rt: ResourceType) -> list[JsonObject]:
         return [copy.deepcopy(o) for _, o in sorted(self.objects[rt].items())]
 
     def writes_to(self, rt: ResourceType, verb: str | None = None) -> list[Write]:
         return [w for w in self.writes if w.rt == rt and (verb is None or w.verb == verb)]
 
-    def events(self) -> list[JSON]:
+    def events(self) -> list[JsonObject]:
         """Every Event recorded, in order: a create, or a repeat counted on an existing one (the
         Event as that patch left it)."""
         out = []
@@ -179,12 +180,12 @@ class FakeKube:
                 out.append({**self._recorded_event(w), **w.body})
         return out
 
-    def _recorded_event(self, write: Write) -> JSON:
+    def _recorded_event(self, write: Write) -> JsonObject:
         event = self.obj(EVENTS, write.namespace, write.name)
         assert event is not None, f"a patch of Event {write.name} that does not exist"
         return event
 
-    def events_since(self, rt: ResourceType, resource_version: int) -> list[tuple[int, JSON]]:
+    def events_since(self, rt: ResourceType, resource_version: int) -> list[tuple[int, JsonObject]]:
         return [(rv, copy.deepcopy(ev)) for rv, ev in self.history[rt] if rv > resource_version]
 
     def last_rv(self, rt: ResourceType) -> int:
@@ -218,17 +219,17 @@ class FakeKube:
     def _key(rt: ResourceType, namespace: str | None, name: str) -> Key:
         return ((namespace or "") if rt.namespaced else "", name)
 
-    def _existing(self, rt: ResourceType, namespace: str | None, name: str) -> JSON:
+    def _existing(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
         found = self.objects[rt].get(self._key(rt, namespace, name))
         if found is None:
             raise ApiError(404, "NotFound", f'{rt.plural} "{name}" not found')
         return found
 
-    def _broadcast(self, rt: ResourceType, event: JSON | None) -> None:
+    def _broadcast(self, rt: ResourceType, event: JsonObject | None) -> None:
         for queue in self._watchers[rt]:
             queue.put_nowait(event)
 
-    def _store(self, rt: ResourceType, obj: JSON, kind: str) -> JSON:
+    def _store(self, rt: ResourceType, obj: JsonObject, kind: str) -> JsonObject:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         key = self._key(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"])
@@ -241,7 +242,7 @@ class FakeKube:
         self._broadcast(rt, event)
         return copy.deepcopy(obj)
 
-    def _create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JSON:
+    def _create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JsonObject:
         obj = copy.deepcopy(dict(body))
         meta = obj.setdefault("metadata", {})
         if rt.namespaced:
@@ -257,7 +258,9 @@ class FakeKube:
         meta["generation"] = 1
         return self._store(rt, obj, "ADDED")
 
-    def _update(self, rt: ResourceType, old: JSON, new: JSON, subresource: str | None) -> JSON:
+    def _update(
+        self, rt: ResourceType, old: JsonObject, new: JsonObject, subresource: str | None
+    ) -> JsonObject:
         """Apply the API server's rules for what a write may change, then store it."""
         if subresource == "status":
             new = {**copy.deepcopy(old), "status": new.get("status")}
@@ -276,7 +279,7 @@ class FakeKube:
         return self._store(rt, new, "MODIFIED")
 
     @staticmethod
-    def _validate_pod_update(old: JSON, new: JSON) -> None:
+    def _validate_pod_update(old: JsonObject, new: JsonObject) -> None:
         old_gates, new_gates = (
             {g["name"] for g in o["spec"].get("schedulingGates") or []} for o in (old, new)
         )
@@ -296,7 +299,7 @@ class FakeKube:
     # ---- the Kube Protocol -----------------------------------------------------------------------
     async def list(
         self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None
-    ) -> tuple[list[JSON], str]:
+    ) -> tuple[list[JsonObject], str]:
         self._check("list", rt, None)
         items = [o for o in self.items(rt) if namespace in (None, o["metadata"].get("namespace"))]
         if label_selector:  # equality and existence only: "k=v,k2"
@@ -310,14 +313,14 @@ class FakeKube:
 
     async def watch(
         self, rt: ResourceType, resource_version: str, timeout_seconds: int
-    ) -> AsyncIterator[JSON]:
+    ) -> AsyncIterator[JsonObject]:
         # An async generator, like KubeClient.watch: errors surface on the first iteration.
         self._check("watch", rt, None)
         self.watch_opens.append((rt, resource_version))
         since = int(resource_version or 0)
         if since < self._compacted.get(rt, 0):
             raise ApiError(410, "Expired", f"too old resource version: {since}")
-        queue: asyncio.Queue[JSON | None] = asyncio.Queue()
+        queue: asyncio.Queue[JsonObject | None] = asyncio.Queue()
         for _, event in self.events_since(rt, since):
             queue.put_nowait(event)
         self._watchers[rt].append(queue)
@@ -327,11 +330,11 @@ class FakeKube:
         finally:
             self._watchers[rt].remove(queue)
 
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JSON:
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> JsonObject:
         self._check("get", rt, name)
         return copy.deepcopy(self._existing(rt, namespace, name))
 
-    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JSON:
+    async def create(self, rt: ResourceType, namespace: str | None, body: Mapping[str, Any]) -> JsonObject:
         self._check("create", rt, (body.get("metadata") or {}).get("name"))
         created = self._create(rt, namespace, body)
         self.writes.append(
@@ -341,7 +344,7 @@ class FakeKube:
 
     async def replace(
         self, rt: ResourceType, namespace: str | None, name: str, body: Mapping[str, Any]
-    ) -> JSON:
+    ) -> JsonObject:
         self._check("replace", rt, name)
         old = self._existing(rt, namespace, name)
         wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
@@ -359,7 +362,7 @@ class FakeKube:
         body: Any,
         patch_type: PatchType = "merge",
         subresource: str | None = None,
-    ) -> JSON:
+    ) -> JsonObject:
         self._check("patch", rt, name)
         old = self._existing(rt, namespace, name)
         if patch_type == "json":

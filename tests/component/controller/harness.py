@@ -1,48 +1,35 @@
 """Manifest builders, a fake clock, and a harness that wires the real shell to a FakeKube.
 
-The harness wires Store, WorkQueue, EventRecorder, Executor and Reconciler exactly as
+The harness builds the controller's parts with ``controller.runtime.wiring.wire``, as
 ``controller.runtime.app.Controller`` does, but with a fake clock and with the informers replaced by
-``sync()``: it delivers the fake's watch events to the store on demand, so a test decides when the
-controller's view catches up with what it wrote.
+``sync()``: it delivers the fake's watch events through the same sinks on demand, so a test decides
+when the controller's view catches up with what it wrote.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from controller.api import resources as r
-from controller.api.kube import JSON
-from controller.api.queue_feed import queue_sinks
 from controller.api.resources import ResourceType
-from controller.api.store import Store, sinks_for
 from controller.core.config import PlannerConfig
 from controller.core.model import GangKey
-from controller.pipeline.events import EventRecorder
-from controller.pipeline.executor import Executor
-from controller.pipeline.metrics import ControllerMetrics
-from controller.pipeline.reconciler import REPLAN, Reconciler
+from controller.pipeline.reconciler import REPLAN
 from controller.pipeline.workqueue import WorkQueue
+from controller.runtime.config import ControllerSettings
+from controller.runtime.wiring import WATCHED, wire
 from shared import constants as c
+from shared.jsonread import JsonObject
 from tests.component.controller.fake_kube import FakeKube, Write
 
 NS = "team"
 KEY = GangKey(NS, "g")
 T0 = 1_700_000_000.0
-ALL_TYPES = (
-    r.NODES,
-    r.NAMESPACES,
-    r.PODS,
-    r.PRIORITY_CLASSES,
-    r.PDBS,
-    *r.NATIVE_TYPES,  # every version: a test seeds the one it needs
-    *r.PODGROUP_TYPES,
-    *r.QUEUE_TYPES,
-    *r.SIZED_WORKLOAD_TYPES,
-)
+ALL_TYPES = tuple(WATCHED)
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "job-uid"}
 
 
@@ -67,7 +54,7 @@ class FakeClock:
 # ---- manifests ------------------------------------------------------------------------------------
 
 
-def node(name: str, gpus: int = 4) -> JSON:
+def node(name: str, gpus: int = 4) -> JsonObject:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -80,7 +67,7 @@ def node(name: str, gpus: int = 4) -> JSON:
     }
 
 
-def namespace(name: str = NS, opted_in: bool = True) -> JSON:
+def namespace(name: str = NS, opted_in: bool = True) -> JsonObject:
     labels = {c.OPT_IN_LABEL: c.OPT_IN_VALUE} if opted_in else {}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
@@ -96,7 +83,7 @@ def pod(
     annotations: Mapping[str, str] | None = None,
     node_name: str | None = None,
     phase: str = "Pending",
-) -> JSON:
+) -> JsonObject:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": ns,
@@ -119,12 +106,12 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
-def gang(n: int, group: str = "g", prefix: str | None = None, **kwargs: Any) -> list[JSON]:
+def gang(n: int, group: str = "g", prefix: str | None = None, **kwargs: Any) -> list[JsonObject]:
     kwargs.setdefault("min_member", n)
     return [pod(f"{prefix or group}-{i}", group, **kwargs) for i in range(n)]
 
 
-def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) -> JSON:
+def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) -> JsonObject:
     return {
         "apiVersion": r.PODGROUPS.api_version,
         "kind": "PodGroup",
@@ -133,7 +120,7 @@ def podgroup(name: str = "g", ns: str = NS, min_member: int = 5, **meta: Any) ->
     }
 
 
-def job(name: str = "train", parallelism: int = 5, uid: str = "job-uid") -> JSON:
+def job(name: str = "train", parallelism: int = 5, uid: str = "job-uid") -> JsonObject:
     """The Job the pods of ``pod()`` and ``gang()`` name as their owner (JOB)."""
     return {
         "apiVersion": "batch/v1",
@@ -147,14 +134,14 @@ def admission_annotation(at: float, placement: Mapping[str, str | None]) -> dict
     return {c.ADMISSION_ANNOTATION: orjson.dumps({"at": at, "placement": dict(placement)}).decode()}
 
 
-def gates_of(obj: JSON | None) -> list[str]:
+def gates_of(obj: JsonObject | None) -> list[str]:
     return [g["name"] for g in ((obj or {}).get("spec") or {}).get("schedulingGates") or []]
 
 
 def bind(kube: FakeKube, name: str, node_name: str, ns: str = NS, phase: str = "Pending") -> None:
     """What the scheduler (and kubelet) do to a pod."""
 
-    def change(obj: JSON) -> None:
+    def change(obj: JsonObject) -> None:
         obj["spec"]["nodeName"] = node_name
         obj["status"]["phase"] = phase
 
@@ -169,31 +156,32 @@ class Harness:
         self,
         bind_timeout: float = 60.0,
         planner: PlannerConfig | None = None,
-        timeout_action: str = "report",
+        timeout_action: Literal["report", "release"] = "report",
         degraded_timeout: float = 300.0,
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
-        self.store = Store()
-        self.metrics = ControllerMetrics()
-        self.queue = WorkQueue(self.clock, settle=0)
-        self.events = EventRecorder(self.kube, self.clock, "test")
-        self.executor = Executor(self.kube, self.store, self.events, self.metrics, self.clock)
-        self.reconciler = Reconciler(
-            self.kube,
-            self.store,
-            self.queue,
-            self.executor,
-            self.events,
-            self.metrics,
-            planner or PlannerConfig(starvation_age_seconds=None),
-            self.clock,
-            bind_timeout=bind_timeout,
-            timeout_action=timeout_action,
-            degraded_timeout=degraded_timeout,
+        settings = ControllerSettings(
+            identity="test",
+            bind_timeout_seconds=bind_timeout,
+            schedule_timeout_action=timeout_action,
+            degraded_gang_timeout_seconds=degraded_timeout,
         )
-        self.sinks = sinks_for(self.store, r.PODGROUP_TYPES)
-        self.sinks.update(queue_sinks(self.store, r.QUEUE_TYPES, self.sinks[str(r.NAMESPACES)]))
+        parts = wire(
+            settings,
+            self.kube,
+            self.clock,
+            WorkQueue(self.clock, settle=0),
+            planner=planner or PlannerConfig(starvation_age_seconds=None),
+            background_events=False,
+        )
+        self.store = parts.store
+        self.metrics = parts.metrics
+        self.queue = parts.queue
+        self.events = parts.events
+        self.executor = parts.executor
+        self.reconciler = parts.reconciler
+        self.sinks = parts.sinks
         self._cursor: dict[ResourceType, int] = dict.fromkeys(ALL_TYPES, 0)
 
     def cluster(self, nodes: int = 2, gpus: int = 4, opted_in: bool = True) -> None:
@@ -223,7 +211,7 @@ class Harness:
     def writes_since(self, mark: int) -> list[Write]:
         return self.kube.writes[mark:]
 
-    def pod(self, name: str) -> JSON | None:
+    def pod(self, name: str) -> JsonObject | None:
         return self.kube.obj(r.PODS, NS, name)
 
     def pin(self, name: str) -> str | None:
@@ -240,7 +228,7 @@ class Harness:
             pins.add(named[-1][0])
         return pins.pop() if len(pins) == 1 else None
 
-    def pg(self, name: str = "g") -> JSON | None:
+    def pg(self, name: str = "g") -> JsonObject | None:
         return self.kube.obj(r.PODGROUPS, NS, name)
 
     def event_reasons(self) -> list[str]:

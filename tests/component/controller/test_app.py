@@ -270,6 +270,25 @@ async def test_lost_leadership_ends_the_run_with_leadership_lost() -> None:
     assert [type(e) for e in raised.value.exceptions] == [LeadershipLost]
 
 
+async def test_leadership_is_renewed_through_its_own_client_never_the_busy_one() -> None:
+    """A large gang's gate lifts fill the main client's pool; the lease goes through its own."""
+    kube, lease_kube = FakeKube(), FakeKube()
+    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.seed(r.NODES, node("node-0"))
+    kube.seed(r.NAMESPACES, namespace())
+    settings = ControllerSettings(
+        health_bind_address="127.0.0.1", health_port=free_port(), resync_seconds=3600
+    )
+    ctl = Controller(settings, kube, lease_kube=lease_kube)
+    task = asyncio.create_task(ctl.run())
+    try:
+        await until(ctl.elector.is_leader.is_set)
+        assert lease_kube.items(r.LEASES) and not kube.items(r.LEASES)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 # ---- command line (shared.cli) ---------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from controller.api.resources import ResourceType
 from controller.cli.cluster import DEPLOYMENTS, WORKLOAD_TYPES
-from controller.runtime.app import WATCHED
+from controller.runtime.wiring import WATCHED
 
 from .manifests import _matches, named, of_kind, raw_resources
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from shared.podgroup import PodGroupSpec, subgroup_minimums
+from shared.podgroup import (
+    ConditionType,
+    Phase,
+    PodGroupSpec,
+    PodGroupStatus,
+    status_fields,
+    subgroup_minimums,
+)
 
 
 def test_a_stored_spec_is_read_into_typed_fields() -> None:
@@ -53,3 +60,45 @@ def test_kai_subgroup_minimums_are_those_of_the_leaves() -> None:
     assert subgroup_minimums(spec) == {"leader": 1, "workers": 3, "prefill": 2}
     assert subgroup_minimums({"minMember": 2}) == {}
     assert subgroup_minimums(None) == {}
+
+
+# ---- status ----------------------------------------------------------------------------------------
+
+
+def test_a_stored_status_is_read_into_typed_fields_and_written_back_by_wire_name() -> None:
+    stored = {
+        "phase": "Running",
+        "members": 4,
+        "gated": 0,
+        "scheduled": 4,
+        "running": 4,
+        "succeeded": 0,
+        "failed": 0,
+        "scheduleStartTime": "2026-01-01T00:00:00Z",
+        "admittedTime": "2026-01-01T00:01:00Z",
+        "reason": "Admitted",
+        "message": "4 members running",
+        "conditions": [{"type": "Admitted", "status": "True"}, {"type": "Theirs", "status": "False"}],
+    }
+    status = PodGroupStatus.from_json(stored)
+    assert status.phase is Phase.RUNNING and status.running == 4
+    assert status.condition(ConditionType.ADMITTED) == {"type": "Admitted", "status": "True"}
+    assert status.to_json() == stored
+
+
+def test_a_status_field_of_the_wrong_type_reads_as_absent_and_one_phalanx_does_not_write_stays() -> None:
+    status = PodGroupStatus.from_json({"phase": "Dancing", "members": "many", "occupiedBy": "ns/job"})
+    assert (status.phase, status.members, status.occupied_by) == (None, 0, "ns/job")
+    # occupiedBy is a Coscheduling field Phalanx never writes: its status patch leaves it as it is.
+    assert "occupiedBy" not in status.to_json()
+    # Fields written as None are removed by the merge patch (a stale admittedTime after a rollback).
+    assert status.to_json()["admittedTime"] is None
+
+
+def test_the_crd_status_schema_is_the_typed_model() -> None:
+    from deploy import crdgen
+
+    properties = crdgen.STATUS["properties"]
+    assert [about.wire for about, _ in status_fields()] == list(properties)
+    assert properties["phase"]["enum"] == [p.value for p in Phase]
+    assert properties["admittedTime"]["format"] == "date-time"
