@@ -71,6 +71,8 @@ def field_schema(about: SpecField, python_type: str) -> dict[str, Any]:
         schema = dict(DATE_TIME) if about.date_time else {"type": "string"}
     if about.minimum is not None:
         schema["minimum"] = about.minimum
+    if about.enum:
+        schema["enum"] = list(about.enum)
     schema["description"] = about.description
     return schema
 

@@ -28,6 +28,9 @@ SCHEDULE_TIMEOUT_ANNOTATION: Final = "phalanx.io/schedule-timeout-seconds"
 PLACEMENT_ANNOTATION: Final = "phalanx.io/placement"
 PLACEMENT_PINNED: Final = "pinned"
 PLACEMENT_FREE: Final = "free"
+# A node label key (e.g. topology.kubernetes.io/rack): the gang runs inside one domain of it or waits
+# (workload, pod or PodGroup annotation; the PodGroup's spec.topologyRequired wins).
+TOPOLOGY_REQUIRED_ANNOTATION: Final = "phalanx.io/topology-required"
 # Marks a gang (label or annotation) that preemption must never evict.
 PREEMPTIBLE: Final = "phalanx.io/preemptible"
 

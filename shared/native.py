@@ -15,12 +15,9 @@ from typing import Any
 
 from shared import constants
 from shared.jsonread import annotations_of, get_in, items, metadata_of, obj, text
+from shared.podgroup import DISRUPTION_ALL, DISRUPTION_SINGLE
 
 Path = tuple[str, ...]
-
-# Upstream's disruption modes as Phalanx's PodGroup spells them (key disruptionMode).
-DISRUPTION_ALL = "All"
-DISRUPTION_SINGLE = "Single"
 
 
 def _count(value: object) -> int | None:
@@ -107,7 +104,7 @@ class NativePodGroup:
     workload: str | None  # the Workload (and template) it was made from, if any
     template: str | None
     topology_key: str | None  # schedulingConstraints.topology[0].key
-    disruption_mode: str | None  # DISRUPTION_ALL or DISRUPTION_SINGLE
+    disruption_mode: str | None  # as Phalanx's PodGroup spells it: DISRUPTION_ALL or DISRUPTION_SINGLE
     priority_class_name: str | None
     parent: str | None  # parentCompositePodGroupName
     timeout_seconds: int | None  # Phalanx's schedule-timeout annotation on the PodGroup

@@ -17,6 +17,11 @@ from typing import Any
 from shared.jsonread import obj, text, whole_number
 from shared.wirefield import SpecField, about, described
 
+# spec.disruptionMode: what preemption may evict of the running gang.
+DISRUPTION_ALL = "All"  # the whole gang (the default)
+DISRUPTION_SINGLE = "Single"  # single pods, as many as needed; the rest keeps running
+DISRUPTION_MODES = (DISRUPTION_ALL, DISRUPTION_SINGLE)
+
 
 @dataclass(frozen=True, slots=True)
 class PodGroupSpec:
@@ -48,6 +53,23 @@ class PodGroupSpec:
         default=None,
         metadata=about("parentPodGroup", "Parent group of a hierarchical gang (KAI style)."),
     )
+    topology_required: str | None = field(
+        default=None,
+        metadata=about(
+            "topologyRequired",
+            "A node label key (e.g. topology.kubernetes.io/rack): every member runs inside one domain "
+            "of it (nodes sharing one value), or the gang waits; nodes without the label are not used.",
+        ),
+    )
+    disruption_mode: str | None = field(
+        default=None,
+        metadata=about(
+            "disruptionMode",
+            "What preemption may evict of the running gang: All (the default) the whole gang, Single "
+            "single pods, as many as needed, while the rest keeps running.",
+            enum=DISRUPTION_MODES,
+        ),
+    )
 
     @classmethod
     def from_json(cls, raw: Any) -> PodGroupSpec:
@@ -64,6 +86,8 @@ class PodGroupSpec:
             priority=whole_number(spec.get("priority")),
             queue=text(spec.get("queue")) or None,
             parent_pod_group=text(spec.get("parentPodGroup")) or None,
+            topology_required=text(spec.get("topologyRequired")) or None,
+            disruption_mode=mode if (mode := text(spec.get("disruptionMode"))) in DISRUPTION_MODES else None,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -18,6 +18,7 @@ class SpecField:
     date_time: bool = False  # a string holding an RFC 3339 time
     written: bool = True  # (status) Phalanx writes it; one it does not write is left as it is
     quantity: bool = False  # a resource.Quantity ("8", "64Gi")
+    enum: tuple[str, ...] = ()  # the only values allowed (a string field), in the order documented
 
 
 def about(
@@ -27,9 +28,10 @@ def about(
     date_time: bool = False,
     written: bool = True,
     quantity: bool = False,
+    enum: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A dataclass field's metadata: ``field(default=..., metadata=about("wireName", "meaning"))``."""
-    return {"about": SpecField(wire, description, minimum, date_time, written, quantity)}
+    return {"about": SpecField(wire, description, minimum, date_time, written, quantity, enum)}
 
 
 def described(model: Any) -> list[tuple[SpecField, str]]:

@@ -31,6 +31,7 @@ COPIED_ANNOTATIONS = (
     c.SCHEDULE_TIMEOUT_ANNOTATION,
     c.PLACEMENT_ANNOTATION,
     c.PREEMPTIBLE,
+    c.TOPOLOGY_REQUIRED_ANNOTATION,
     c.QUEUE_LABEL,  # from the workload's queue label (workload_queue): its pods carry it
 )
 

@@ -33,10 +33,23 @@ def _placement(value: str) -> bool:
     return value in (c.PLACEMENT_PINNED, c.PLACEMENT_FREE)
 
 
+# A label key: an optional DNS-subdomain prefix and "/", then a name of at most 63 characters.
+_LABEL_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def _label_key(value: str) -> bool:
+    prefix, _, name = value.rpartition("/")
+    if "/" in value and _DNS_SUBDOMAIN.fullmatch(prefix) is None:
+        return False
+    return _LABEL_NAME.fullmatch(name) is not None
+
+
 _CHECKS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
     (c.MIN_MEMBER_ANNOTATION, _positive, "a positive integer"),
     (c.SCHEDULE_TIMEOUT_ANNOTATION, _non_negative, "a non-negative integer (seconds)"),
     (c.PLACEMENT_ANNOTATION, _placement, f"{c.PLACEMENT_PINNED} or {c.PLACEMENT_FREE}"),
+    (c.TOPOLOGY_REQUIRED_ANNOTATION, _label_key, "a node label key, e.g. topology.kubernetes.io/rack"),
 )
 
 

@@ -154,6 +154,8 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
             "maxMember": gang.max_member,
             "phase": podgroup.status.get("phase"),
             "message": podgroup.status.get("message"),
+            "topologyRequired": gang.required_topology,
+            "disruptionMode": gang.disruption_mode.value,
         },
         "priority": gang.priority,
         "localPriority": gang.local_priority,
@@ -194,6 +196,8 @@ def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
             "maxMember": record.spec.max_member if record is not None else None,
             "phase": status.get("phase"),
             "message": status.get("message"),
+            "topologyRequired": record.spec.topology_required if record is not None else None,
+            "disruptionMode": record.spec.disruption_mode if record is not None else None,
         },
         "priority": None,
         "localPriority": None,
@@ -265,7 +269,10 @@ def _gang_lines(data: dict[str, Any]) -> list[str]:
     size = f"minMember {podgroup['minMember']}" + (
         f", maxMember {podgroup['maxMember']}" if podgroup["maxMember"] else ""
     )
-    lines = [f"Gang:       {data['gang']} (PodGroup {podgroup['kind']}, {size})"]
+    lines = [
+        f"Gang:       {data['gang']} (PodGroup {podgroup['kind']}, {size})",
+        *_requirement_lines(podgroup),
+    ]
     if podgroup["phase"]:
         message = f": {podgroup['message']}" if podgroup["message"] else ""
         lines.append(f"Status:     {podgroup['phase']}{message}")
@@ -282,12 +289,25 @@ def _gang_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _requirement_lines(podgroup: dict[str, Any]) -> list[str]:
+    """What the gang asks of its placement and of preemption, when it asks anything."""
+    lines = []
+    if podgroup.get("topologyRequired"):
+        lines.append(f"Topology:   every member inside one {podgroup['topologyRequired']} domain (required)")
+    if podgroup.get("disruptionMode") == "Single":
+        lines.append("Disruption: Single (preemption may take single pods of it)")
+    return lines
+
+
 def _status_lines(data: dict[str, Any]) -> list[str]:
     """The PodGroup and the reason and message the controller wrote on it."""
     podgroup, decision = data["podGroup"], data["decision"]
     if podgroup["kind"] is None:
         return [f"Gang:       {data['gang']} (no PodGroup yet: the controller has not planned it)"]
-    lines = [f"Gang:       {data['gang']} (PodGroup {podgroup['kind']}, minMember {podgroup['minMember']})"]
+    lines = [
+        f"Gang:       {data['gang']} (PodGroup {podgroup['kind']}, minMember {podgroup['minMember']})",
+        *_requirement_lines(podgroup),
+    ]
     said = " ".join(part for part in (podgroup["phase"], decision["reason"]) if part) or "no status yet"
     message = f": {decision['message']}" if decision["message"] else ""
     lines.append(f"Controller: {said}{message}")

@@ -25,9 +25,10 @@ Modules, one job each:
 - ``capacity``: free room per node with GPU buckets, topology-domain counts and an undo journal;
 - ``shapes``: identical members grouped into shapes (requests + constraints);
 - ``state``: everything a pass derives from a snapshot (used room, reservations, held rooms);
-- ``placement``: all-or-nothing gang placement (best fit, fewest nodes, one rack/zone), fit memo;
+- ``placement``: all-or-nothing gang placement (best fit, fewest nodes, one rack/zone preferred, one
+  domain of any label required), fit memo;
 - ``ordering``: the order of gangs (priority, age, name) and of members;
-- ``preemption``: whole-gang victim search (least cost, add-back);
+- ``preemption``: victim search (least cost, add-back): whole gangs, or single pods (Single mode);
 - ``queues``: quotas, limits, hierarchical fair share, the order across queues, reclaim's victims;
 - ``reservation``: starvation reservations and the "could it ever fit" check;
 - ``messages``: every sentence written for a person;
@@ -43,6 +44,7 @@ from controller.core.model import (
     NODE_NAME_FIELD,
     Admit,
     Decision,
+    DisruptionMode,
     EventReason,
     Gang,
     GangKey,
@@ -79,6 +81,7 @@ __all__ = [
     "AddNodes",
     "Admit",
     "Decision",
+    "DisruptionMode",
     "EventReason",
     "Explanation",
     "FreeOnNode",

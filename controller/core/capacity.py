@@ -7,8 +7,9 @@ The index placement reads:
 
 - ``buckets[g]``: the visible nodes with exactly ``g`` free GPUs (an insertion-ordered dict used as
   an ordered set, so iteration never depends on hashing), for best fit in O(levels);
-- per topology domain (rack, zone), how many of its nodes sit at each GPU level and its free GPUs,
-  so a gang can be matched to one domain without scanning its nodes;
+- per topology domain (the nodes sharing one value of a label key: rack and zone always, any other
+  key once a gang requires it), how many of its nodes sit at each GPU level and its free GPUs, so a
+  gang can be matched to one domain without scanning its nodes;
 - ``sums``: the cluster-wide free room (positive part) of visible nodes per resource, for quick
   rejection.
 
@@ -18,6 +19,7 @@ Every change is journaled, so a tentative placement (or a victim search) is roll
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 
 PODS = 0  # resource index of "pods" (always 1 per pod)
@@ -80,24 +82,43 @@ def fits_count(free: list[int], vec: Vector) -> int:
 
 
 class Topology:
-    """Topology domains (rack, then zone) of a node set: per level, each node's domain id (-1: none),
-    the domains' names (sorted) and members. Fixed for the nodes, shared by every pass that sees them."""
+    """Topology domains of a node set, one level per node label key: per level, each node's domain
+    id (-1: the node lacks the label), the domains' names (sorted) and members. A level is built the
+    first time a key is asked for; ``preferred`` (rack, then zone) are built at once. Fixed for the
+    nodes, shared by every pass that sees them."""
 
-    def __init__(self, domains: Sequence[Sequence[str | None]] = ()) -> None:
-        """`domains`: per topology level (rack first, then zone), each node's domain name or None."""
+    def __init__(self, labels: Sequence[Mapping[str, str]] = (), preferred: Sequence[str] = ()) -> None:
+        """`labels`: each node's labels, in node order; `preferred`: the label keys a gang is kept
+        inside when it fits there (first the tightest), in that order."""
+        self._labels = labels
+        self._levels: dict[str, int | None] = {}
+        self.keys: list[str] = []
         self.dom_of: list[list[int]] = []
         self.dom_names: list[list[str]] = []
         self.dom_members: list[list[list[int]]] = []
-        for per_node in domains:
-            names_sorted = sorted({d for d in per_node if d is not None})
-            ids = {d: k for k, d in enumerate(names_sorted)}
-            self.dom_of.append([ids[d] if d is not None else -1 for d in per_node])
-            self.dom_names.append(names_sorted)
-            members: list[list[int]] = [[] for _ in names_sorted]
-            for i, d in enumerate(per_node):
-                if d is not None:
-                    members[ids[d]].append(i)
-            self.dom_members.append(members)
+        self.preferred: list[int] = [t for key in preferred if (t := self.level(key)) is not None]
+
+    def level(self, key: str) -> int | None:
+        """The level of label `key`, or None when no node carries it."""
+        if key in self._levels:
+            return self._levels[key]
+        per_node = [labels.get(key) for labels in self._labels]
+        names_sorted = sorted({d for d in per_node if d is not None})
+        if not names_sorted:
+            self._levels[key] = None
+            return None
+        ids = {d: k for k, d in enumerate(names_sorted)}
+        members: list[list[int]] = [[] for _ in names_sorted]
+        for i, d in enumerate(per_node):
+            if d is not None:
+                members[ids[d]].append(i)
+        self.dom_of.append([ids[d] if d is not None else -1 for d in per_node])
+        self.dom_names.append(names_sorted)
+        self.dom_members.append(members)
+        self.keys.append(key)
+        t = len(self.keys) - 1
+        self._levels[key] = t
+        return t
 
 
 class Capacity:
@@ -121,16 +142,20 @@ class Capacity:
         self.max_level = max(max_gpus, 0)
         self.buckets: list[dict[int, None]] = [{} for _ in range(self.max_level + 1)]
         self.sums = [0] * width
-        topology = topology if topology is not None else Topology()
-        # per topology level t: node -> domain id, domain -> names / members (fixed), and per
-        # domain its nodes at each GPU level and its free GPUs (this pass's)
-        self.dom_of = topology.dom_of
-        self.dom_names = topology.dom_names
-        self.dom_members = topology.dom_members
-        self.dom_counts: list[list[list[int]]] = [
-            [[0] * (self.max_level + 1) for _ in names_sorted] for names_sorted in self.dom_names
-        ]
-        self.dom_gpus: list[list[int]] = [[0] * len(names_sorted) for names_sorted in self.dom_names]
+        self.topology = topology if topology is not None else Topology()
+        # per level t of this pass (the topology's levels it asked for, the preferred ones first):
+        # node -> domain id, domain -> names / members (fixed), and per domain its nodes at each GPU
+        # level and its free GPUs (this pass's)
+        self.dom_of: list[list[int]] = []
+        self.dom_names: list[list[str]] = []
+        self.dom_members: list[list[list[int]]] = []
+        self.dom_counts: list[list[list[int]]] = []
+        self.dom_gpus: list[list[int]] = []
+        self._levels: dict[int, int] = {}  # the topology's level -> this pass's
+        for t in self.topology.preferred:
+            if t not in self._levels:
+                self._add_level(t)
+        self.preferred = list(range(len(self.dom_of)))  # levels a gang is kept inside when it fits
         self.level = [0] * len(free)
         self._index_all()
         self.journal: list[tuple[int, Vector, int]] = []
@@ -140,6 +165,43 @@ class Capacity:
         self._versions = 0
 
     # ---- indexes ---------------------------------------------------------------------------
+
+    def _add_level(self, t: int) -> int:
+        topology = self.topology
+        self.dom_of.append(topology.dom_of[t])
+        self.dom_names.append(topology.dom_names[t])
+        self.dom_members.append(topology.dom_members[t])
+        self.dom_counts.append([[0] * (self.max_level + 1) for _ in topology.dom_names[t]])
+        self.dom_gpus.append([0] * len(topology.dom_names[t]))
+        self._levels[t] = len(self.dom_of) - 1
+        return len(self.dom_of) - 1
+
+    def level_of(self, key: str) -> int | None:
+        """This pass's level of node label `key` (indexed from the current free room on first use,
+        then kept up to date like the others), or None when no node carries the label."""
+        t = self.topology.level(key)
+        if t is None:
+            return None
+        found = self._levels.get(t)
+        if found is not None:
+            return found
+        level = self._add_level(t)
+        dom_of, counts, dom_gpus = self.dom_of[level], self.dom_counts[level], self.dom_gpus[level]
+        for i, row in enumerate(self.free):
+            d = dom_of[i]
+            if d >= 0 and self.visible[i]:
+                counts[d][self.level[i]] += 1
+                dom_gpus[d] += row[GPU] if row[GPU] > 0 else 0
+        return level
+
+    def domain_of(self, key: str, value: str) -> tuple[int, int] | None:
+        """(level, domain) of the nodes labelled `key`=`value`, or None when there are none."""
+        level = self.level_of(key)
+        if level is None:
+            return None
+        names = self.dom_names[level]
+        k = bisect_left(names, value)
+        return (level, k) if k < len(names) and names[k] == value else None
 
     def _level_of(self, gpus: int) -> int:
         if gpus <= 0:

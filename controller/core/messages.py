@@ -140,6 +140,72 @@ def too_big_for_cluster(parts: Demand, most: int) -> str:
     return f"needs {demand(parts)}; even an empty cluster holds only {most}"
 
 
+# ---- a gang held to one topology domain (Gang.required_topology) --------------------------------
+
+
+def topology_unlabelled(parts: Demand, key: str) -> str:
+    return f"needs {demand(parts)} inside one {key} domain; no node is labelled {key}"
+
+
+def topology_domain_gone(parts: Demand, key: str, value: str) -> str:
+    """An admitted gang's new members must join it in its domain, whose nodes are gone."""
+    return f"needs {demand(parts)} inside {key}={value}, where the gang runs; no node is labelled so any more"
+
+
+def too_big_for_any_domain(parts: Demand, key: str, best: str, most: int) -> str:
+    return (
+        f"needs {demand(parts)} inside one {key} domain; no {key} domain could ever hold them "
+        f"(the largest, {best}, holds {most})"
+    )
+
+
+def _cluster_room(resource: str, cluster: int, cluster_fits: bool) -> str:
+    amount = f"{format_amount(resource, cluster)} {resource}"
+    if cluster_fits:
+        return f"the cluster as a whole has {amount} free and would fit it across domains"
+    return f"the cluster as a whole has {amount} free"
+
+
+def no_single_domain(
+    parts: Demand,
+    key: str,
+    resource: str,
+    need: int,
+    best: str | None,
+    best_free: int,
+    cluster: int,
+    cluster_fits: bool,
+) -> str:
+    """``needs 16 pods × 1 nvidia.com/gpu inside one topology.kubernetes.io/rack domain; no single
+    topology.kubernetes.io/rack domain has 16 free nvidia.com/gpu; the best, rack-3, has 12; ...``"""
+    text = (
+        f"needs {demand(parts)} inside one {key} domain; no single {key} domain has "
+        f"{format_amount(resource, need)} free {resource}"
+    )
+    if best is not None:
+        text += f"; the best, {best}, has {format_amount(resource, best_free)}"
+    return f"{text}; {_cluster_room(resource, cluster, cluster_fits)}"
+
+
+def no_room_in_home_domain(
+    parts: Demand, key: str, value: str, resource: str, free: int, cluster: int, cluster_fits: bool
+) -> str:
+    """New members of an admitted gang held to one domain must join it in the domain it runs in."""
+    return (
+        f"needs {demand(parts)} inside {key}={value}, where the gang runs; it has "
+        f"{format_amount(resource, free)} {resource} free; {_cluster_room(resource, cluster, cluster_fits)}"
+    )
+
+
+def no_single_domain_fit(parts: Demand, key: str, best: str, fits: int, cluster_fits: bool) -> str:
+    """Enough free room in a domain, but not in pieces its pods fit."""
+    text = (
+        f"needs {demand(parts)} inside one {key} domain; no single {key} domain has room for all of "
+        f"them: the best, {best}, fits {fits}"
+    )
+    return f"{text}; the cluster as a whole would fit them across domains" if cluster_fits else text
+
+
 def requests_text(requests: Sequence[tuple[str, int]]) -> str:
     shown = [f"{format_amount(name, amount)} {name}" for name, amount in requests if name != "pods"]
     return ", ".join(shown) if shown else "no resources"
@@ -190,6 +256,15 @@ def preempted_by(preemptor: str, priority: int, pods: int, gpus: int, resource: 
     return (
         f"evicted whole ({_plural(pods, 'pod')}, {gpus} {resource}) to make room for {preemptor} "
         f"(priority {priority}): {text}"
+    )
+
+
+def preempted_pods_by(preemptor: str, priority: int, pods: int, gpus: int, resource: str, text: str) -> str:
+    """The side of a gang with disruption mode Single: some of its pods went, the rest runs on."""
+    return (
+        f"lost {_plural(pods, 'pod')} ({gpus} {resource}) to make room for {preemptor} "
+        f"(priority {priority}); disruption mode Single: the rest keeps running, and the lost members "
+        f"rejoin it as room allows: {text}"
     )
 
 

@@ -128,6 +128,13 @@ class Pod:
         return not self.finished and (self.node_name is not None or self.nominated_node is not None)
 
 
+class DisruptionMode(StrEnum):
+    """What preemption may evict of a running gang (PodGroup spec.disruptionMode)."""
+
+    ALL = "All"  # the whole gang, never a part of it
+    SINGLE = "Single"  # single pods, as many as needed; the rest keeps running
+
+
 class Placement(StrEnum):
     PINNED = "pinned"  # each member gets nodeSelector kubernetes.io/hostname=<planned node>
     FREE = "free"  # gates lifted, the scheduler chooses (the plan still proved a fit exists)
@@ -180,6 +187,10 @@ class Gang:
     # Since when an admitted gang runs below minMember with nothing of it left to bind (a node
     # drained, a member evicted); None while it is whole. The degraded timeout counts from here.
     degraded_since: float | None = None
+    # A node label key (e.g. topology.kubernetes.io/rack): every member must run inside ONE domain
+    # of it (nodes sharing one value); nodes without the label are never used. None: no such need.
+    required_topology: str | None = None
+    disruption_mode: DisruptionMode = DisruptionMode.ALL
 
     @property
     def wait_start(self) -> float:
@@ -281,7 +292,7 @@ class EventReason(StrEnum):
     GAVE_UP = "GaveUp"  # timed out with --schedule-timeout-action release: members released
     ROLLED_BACK = "RolledBack"  # admitted members did not bind in time, or the gang stayed degraded
     PREEMPTING = "Preempting"  # evicting lower-priority gangs to make room for this one
-    PREEMPTED = "Preempted"  # evicted whole to make room for another gang
+    PREEMPTED = "Preempted"  # evicted to make room for another gang (whole, or single pods: Single mode)
     PREEMPTION_DRY_RUN = "PreemptionDryRun"  # what --preemption-dry-run would have evicted
     PREEMPTION_BLOCKED = "PreemptionBlocked"  # a PodDisruptionBudget refused an eviction
     INVALID_MEMBER = "InvalidMember"  # a member whose requests cannot be read
@@ -325,6 +336,8 @@ class Victim:
     pods: tuple[str, ...]  # pod uids to evict
     namespace: str
     gpus: int = 0  # what its evicted pods hold of the GPU resource (the preemption's cost to it)
+    # False: some pods of a gang with disruption mode Single; the rest keeps running, admitted.
+    whole: bool = True
 
 
 @dataclass(frozen=True, slots=True)

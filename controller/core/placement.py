@@ -8,13 +8,17 @@ Packing, to limit fragmentation:
   gang spans few nodes) and go on;
 - a gang of several pods that needs GPUs is first tried inside one rack, then inside one zone
   (candidate domains are the ones whose GPU levels could hold it; those needing the fewest nodes,
-  then the tightest, first), and only then across the cluster.
+  then the tightest, first), and only then across the cluster;
+- a gang that requires one domain of a label key (``Within``) is placed inside one domain of it or
+  not at all: every candidate domain is tried in the same order, and nodes without the label are
+  never used.
 
 Cluster-wide placement of a GPU shape walks the GPU buckets (O(levels) per step); a shape limited
 to few nodes, a CPU-only shape or a domain scans its candidate nodes once and sorts them.
 
 A ``FitMemo`` remembers, within a pass, what did not fit. Capacity only shrinks during a pass (bookings,
 reservations), so what failed once fails again: a shape × n that failed fails for any count ≥ n.
+What failed cluster-wide fails inside any domain; what failed inside domains is kept apart, by ``Within``.
 Whoever grows capacity temporarily (victim search, reservation check) must pass no memo (or its own).
 """
 
@@ -22,25 +26,43 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from controller.core.capacity import GPU, Capacity, fits_count
 from controller.core.shapes import Shape
 
 Assignment = list[tuple[int, int]]  # (node index, pods of the shape placed there)
 Items = Sequence[tuple[Shape, int]]  # what to place: shape × count, biggest shape first
+Domain = tuple[int, int]  # (capacity level, domain id)
+
+
+@dataclass(frozen=True, slots=True)
+class Within:
+    """Where a gang must be placed: inside one domain of node label ``key`` -- any one of them, or
+    the one labelled ``value`` (where an admitted gang already runs)."""
+
+    key: str
+    value: str | None = None
 
 
 class FitMemo:
     def __init__(self) -> None:
         self.failed_min: dict[int, int] = {}  # shape id -> smallest count known not to fit
         self.failed: set[tuple[tuple[int, int], ...]] = set()  # multi-shape demands known not to fit
+        # Demands known not to fit inside one domain (they may still fit across domains).
+        self.failed_within: set[tuple[Within, tuple[tuple[int, int], ...]]] = set()
 
-    def known_failure(self, items: Items) -> bool:
+    def known_failure(self, items: Items, within: Within | None = None) -> bool:
         for shape, n in items:
             smallest = self.failed_min.get(shape.id)
             if smallest is not None and n >= smallest:
                 return True
+        if within is not None and (within, signature(items)) in self.failed_within:
+            return True
         return len(items) > 1 and signature(items) in self.failed
+
+    def record_within(self, items: Items, within: Within) -> None:
+        self.failed_within.add((within, signature(items)))
 
     def record(self, items: Items, single: Shape | None, n: int) -> None:
         if single is not None:
@@ -182,21 +204,27 @@ def _demand_fits_sums(capacity: Capacity, items: Items) -> bool:
     return all(need[r] <= capacity.sums[r] for r in range(len(need)) if need[r])
 
 
+def domain_order(capacity: Capacity, t: int, items: Items) -> list[int]:
+    """The domains of level `t` whose GPU levels could hold `items`: those needing the fewest
+    nodes first, then the tightest (fewest free GPUs), then by name."""
+    gpus = sum(shape.gpu * n for shape, n in items)
+    dom_gpus = capacity.dom_gpus[t]
+    candidates: list[tuple[int, int, int]] = []
+    for d in range(len(dom_gpus)):
+        if dom_gpus[d] < gpus:
+            continue
+        if all(not shape.gpu or capacity.domain_upper_bound(t, d, shape.gpu) >= n for shape, n in items):
+            nodes = sum(capacity.domain_min_nodes(t, d, shape.gpu, n) for shape, n in items if shape.gpu)
+            candidates.append((nodes, dom_gpus[d], d))
+    candidates.sort()
+    return [d for _, _, d in candidates]
+
+
 def _place_in_domain(
     capacity: Capacity, items: Items, attempts: int
-) -> tuple[list[Assignment], tuple[int, int]] | None:
-    gpus = sum(shape.gpu * n for shape, n in items)
-    for t in range(len(capacity.dom_of)):
-        dom_gpus = capacity.dom_gpus[t]
-        candidates: list[tuple[int, int, int]] = []
-        for d in range(len(dom_gpus)):
-            if dom_gpus[d] < gpus:
-                continue
-            if all(not shape.gpu or capacity.domain_upper_bound(t, d, shape.gpu) >= n for shape, n in items):
-                nodes = sum(capacity.domain_min_nodes(t, d, shape.gpu, n) for shape, n in items if shape.gpu)
-                candidates.append((nodes, dom_gpus[d], d))
-        candidates.sort()  # fewest nodes, then the tightest domain
-        for _, _, d in candidates[:attempts]:
+) -> tuple[list[Assignment], Domain] | None:
+    for t in capacity.preferred:
+        for d in domain_order(capacity, t, items)[:attempts]:
             members = capacity.dom_members[t][d]
             mark = capacity.mark()
             result: list[Assignment] = []
@@ -211,12 +239,39 @@ def _place_in_domain(
     return None
 
 
+def _place_within(capacity: Capacity, items: Items, within: Within) -> tuple[list[Assignment], Domain] | None:
+    """Every item inside one domain of ``within`` (each candidate domain tried, best first)."""
+    if within.value is not None:
+        found = capacity.domain_of(within.key, within.value)
+        if found is None:
+            return None
+        t, domains = found[0], [found[1]]
+    else:
+        level = capacity.level_of(within.key)
+        if level is None:
+            return None
+        t, domains = level, domain_order(capacity, level, items)
+    for d in domains:
+        members = capacity.dom_members[t][d]
+        result, failed_at = _fill_in_order(capacity, items, range(len(items)), members)
+        if result is None and failed_at > 0:  # the same retry, smallest first, as cluster-wide
+            result, _ = _fill_in_order(capacity, items, range(len(items) - 1, -1, -1), members)
+        if result is not None:
+            return result, (t, d)
+    return None
+
+
 def place(
-    capacity: Capacity, items: Items, memo: FitMemo | None = None, topology_attempts: int = 8
-) -> tuple[list[Assignment], tuple[int, int] | None] | None:
-    """Place every item (sorted biggest first) or nothing. On success the room is booked and the
-    result is one Assignment per item plus the topology domain (level, domain) it was kept in."""
-    if memo is not None and memo.known_failure(items):
+    capacity: Capacity,
+    items: Items,
+    memo: FitMemo | None = None,
+    topology_attempts: int = 8,
+    within: Within | None = None,
+) -> tuple[list[Assignment], Domain | None] | None:
+    """Place every item (sorted biggest first) or nothing, inside one domain of ``within`` if
+    given. On success the room is booked and the result is one Assignment per item plus the
+    topology domain (level, domain) it was kept in."""
+    if memo is not None and memo.known_failure(items, within):
         return None
     for shape, n in items:
         if _quick_bound(capacity, shape) < n:
@@ -227,8 +282,13 @@ def place(
         if memo is not None:
             memo.record(items, None, 0)
         return None
+    if within is not None:
+        found = _place_within(capacity, items, within)
+        if found is None and memo is not None:
+            memo.record_within(items, within)
+        return found
     total = sum(n for _, n in items)
-    if total > 1 and capacity.dom_of and any(shape.gpu for shape, _ in items):
+    if total > 1 and capacity.preferred and any(shape.gpu for shape, _ in items):
         found = _place_in_domain(capacity, items, topology_attempts)
         if found is not None:
             return found
@@ -245,15 +305,15 @@ def place(
 
 
 def _fill_in_order(
-    capacity: Capacity, items: Items, order: Iterable[int]
+    capacity: Capacity, items: Items, order: Iterable[int], nodes: Sequence[int] | None = None
 ) -> tuple[list[Assignment] | None, int]:
-    """Fill the items in ``order`` (booked), all or nothing: (one Assignment per item in the
-    items' own order, or None and the index of the item that did not fit)."""
+    """Fill the items in ``order`` (booked) on ``nodes`` (default: anywhere), all or nothing: (one
+    Assignment per item in the items' own order, or None and the index of the item that did not fit)."""
     mark = capacity.mark()
     result: list[Assignment] = [[] for _ in items]
     for k in order:
         shape, n = items[k]
-        out, placed = fill(capacity, shape, n)
+        out, placed = fill(capacity, shape, n, nodes)
         if placed < n:
             capacity.rollback(mark)
             return None, k
@@ -261,28 +321,34 @@ def _fill_in_order(
     return result, -1
 
 
-def place_extra(capacity: Capacity, items: Items, domain: tuple[int, int] | None) -> list[Assignment]:
-    """Place as many of each item as fit (elastic members), inside `domain` first. Booked."""
+def place_extra(
+    capacity: Capacity, items: Items, domain: Domain | None, confined: bool = False
+) -> list[Assignment]:
+    """Place as many of each item as fit (elastic members), inside `domain` first (only there when
+    `confined`: the gang requires it). Booked."""
     result: list[Assignment] = []
     for shape, n in items:
         out: Assignment = []
         placed = 0
         if domain is not None:
             out, placed = fill(capacity, shape, n, capacity.dom_members[domain[0]][domain[1]], partial=True)
-        if placed < n:
+        if placed < n and not confined:
             more, _ = fill(capacity, shape, n - placed, partial=True)
             out.extend(more)
         result.append(out)
     return result
 
 
-def best_partial(capacity: Capacity, items: Items) -> tuple[int, dict[int, int]]:
-    """How many pods of `items` fit at most (greedy) and where: nothing stays booked."""
+def best_partial(
+    capacity: Capacity, items: Items, nodes: Sequence[int] | None = None
+) -> tuple[int, dict[int, int]]:
+    """How many pods of `items` fit at most (greedy) on `nodes` (default: anywhere) and where:
+    nothing stays booked."""
     mark = capacity.mark()
     per_node: dict[int, int] = {}
     placed = 0
     for shape, n in items:
-        out, k = fill(capacity, shape, n, partial=True)
+        out, k = fill(capacity, shape, n, nodes, partial=True)
         placed += k
         for i, c in out:
             per_node[i] = per_node.get(i, 0) + c

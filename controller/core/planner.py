@@ -58,6 +58,7 @@ from controller.core.ordering import member_order
 from controller.core.placement import (
     Assignment,
     FitMemo,
+    Within,
     best_partial,
     binding_resource,
     place,
@@ -67,7 +68,7 @@ from controller.core.placement import (
 )
 from controller.core.preemption import Candidate, Preemption
 from controller.core.queues import QueueBook, add, total_requests
-from controller.core.reservation import ever_fits, largest_single_fit, reserve
+from controller.core.reservation import ever_fits, ever_fits_on, largest_single_fit, reserve
 from controller.core.shapes import Shape
 from controller.core.state import PassState, is_live
 from shared import constants
@@ -75,19 +76,23 @@ from shared import constants
 Groups = dict[int, tuple[Shape, list[Pod]]]  # shape id -> (shape, pods of that shape, in order)
 Found = tuple[list["Candidate"], list[Assignment]] | None  # victims and the placement they make possible
 Ready = tuple[Gang, list[Pod], list[Pod]]  # a child of a parent group: members it must start, may start
-Signature = tuple[tuple[int, int], ...]  # (shape id, count) per item: what memos are keyed by
+Signature = tuple[tuple[int, int], ...]  # (shape id, count) per item
+DemandKey = tuple[Signature, Within | None]  # what memos are keyed by
 
 
 class Demand:
-    """Pods to place, grouped by shape (in order), as items biggest shape first, and the items'
-    signature. Built once per gang: admission, the messages and the victim search all read it."""
+    """Pods to place, grouped by shape (in order), as items biggest shape first, where they must go
+    (``within``: one topology domain, or None), and the key memos know it by. Built once per gang:
+    admission, the messages and the victim search all read it."""
 
-    __slots__ = ("groups", "items", "signature")
+    __slots__ = ("groups", "items", "key", "signature", "within")
 
-    def __init__(self, groups: Groups, items: list[tuple[Shape, int]]) -> None:
+    def __init__(self, groups: Groups, items: list[tuple[Shape, int]], within: Within | None = None) -> None:
         self.groups = groups
         self.items = items
+        self.within = within
         self.signature: Signature = signature(items)
+        self.key: DemandKey = (self.signature, within)
 
 
 def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
@@ -158,9 +163,9 @@ class PlanningPass:
         self.unblocked_memo = FitMemo()
         self.victims: set[GangKey] = set()
         # Memos of the pass, by demand (and capacity version where the free room matters)
-        self._shortfalls: dict[tuple[Signature, int], str] = {}
-        self._never: dict[Signature, str | None] = {}
-        self._unblocked: dict[tuple[Signature, int], bool] = {}
+        self._shortfalls: dict[tuple[DemandKey, int], str] = {}
+        self._never: dict[DemandKey, str | None] = {}
+        self._unblocked: dict[tuple[DemandKey, int], bool] = {}
         self._requests: dict[int, dict[str, int]] = {}  # candidate id -> its request (queues)
         self._reclaims = 0  # reclaim attempts in this pass (at most max_preemption_searches)
 
@@ -227,9 +232,35 @@ class PlanningPass:
                 return [(shape, len(pods))]
         return sort_items([(shape, len(pods)) for shape, pods in groups.values()])
 
-    def _demand(self, pods: Sequence[Pod]) -> Demand:
+    def _demand(self, pods: Sequence[Pod], within: Within | None = None) -> Demand:
         groups = self._groups(pods)
-        return Demand(groups, self._items(groups))
+        return Demand(groups, self._items(groups), within)
+
+    @staticmethod
+    def _within(gang: Gang) -> Within | None:
+        """Where a gang that is not running yet must go: one domain of its required topology."""
+        return Within(gang.required_topology) if gang.required_topology else None
+
+    def _home(self, gang: Gang) -> Within | None:
+        """Where an admitted gang's new members must go: the domain of its required topology its
+        running (or admitted) members are in -- the one most of them are in, should they differ."""
+        key = gang.required_topology
+        if not key:
+            return None
+        index = self.state.node_index
+        nodes = self.state.nodes
+        counts: dict[str, int] = {}
+        for member in gang.members:
+            if not is_live(member):
+                continue
+            where = member.node_name or gang.admitted.get(member.uid) or gang.booked.get(member.uid)
+            i = index.get(where) if where is not None else None
+            value = nodes[i].labels.get(key) if i is not None else None
+            if value is not None:
+                counts[value] = counts.get(value, 0) + 1
+        if not counts:
+            return Within(key)
+        return Within(key, min(counts, key=lambda v: (-counts[v], v)))
 
     @staticmethod
     def _assign(
@@ -296,12 +327,14 @@ class PlanningPass:
 
     # ---- messages about what is missing -------------------------------------------------------
 
-    def _never_fits(self, items: Sequence[tuple[Shape, int]], sig: Signature | None = None) -> str | None:
-        """Why these pods can never fit (constraints, or too big even for an empty cluster)."""
-        if sig is None:
-            sig = signature(items)
-        if sig in self._never:
-            return self._never[sig]
+    def _never_fits(
+        self, items: Sequence[tuple[Shape, int]], sig: Signature | None = None, within: Within | None = None
+    ) -> str | None:
+        """Why these pods can never fit (constraints, too big even for an empty cluster, or for
+        any single domain they must stay inside)."""
+        key = (sig if sig is not None else signature(items), within)
+        if key in self._never:
+            return self._never[key]
         parts = self._parts(items)
         why: str | None = None
         for shape, _ in items:
@@ -333,20 +366,97 @@ class PlanningPass:
                     )
                 else:
                     why = msg.too_big_for_cluster(parts, most)
-        self._never[sig] = why
+        if why is None and within is not None:
+            why = self._never_within(items, within, parts)
+        self._never[key] = why
         return why
 
+    def _never_within(
+        self, items: Sequence[tuple[Shape, int]], within: Within, parts: list[tuple[int, int, str]]
+    ) -> str | None:
+        """Why no single domain of ``within`` could ever hold these pods (even with only pods that
+        never end running there), or None."""
+        capacity = self.capacity
+        level = capacity.level_of(within.key)
+        if level is None:
+            return msg.topology_unlabelled(parts, within.key)
+        if within.value is not None:
+            found = capacity.domain_of(within.key, within.value)
+            if found is None:
+                return msg.topology_domain_gone(parts, within.key, within.value)
+            domains = [found[1]]
+        else:
+            domains = list(range(len(capacity.dom_names[level])))
+        best, most = "", -1
+        for d in domains:
+            fits, placed = ever_fits_on(self.state, items, capacity.dom_members[level][d])
+            if fits:
+                return None
+            if placed > most:
+                best, most = capacity.dom_names[level][d], placed
+        return msg.too_big_for_any_domain(parts, within.key, best, most)
+
     def _shortfall(self, demand: Demand) -> str:
-        key = (demand.signature, self.capacity.version)
+        key = (demand.key, self.capacity.version)
         found = self._shortfalls.get(key)
         if found is not None:
             return found
+        if demand.within is not None:
+            text = self._domain_shortfall(demand, demand.within)
+            self._shortfalls[key] = text
+            return text
         placed, per_node = best_partial(self.capacity, demand.items)
         names = self.state.names
         counts = [(names[i], n) for i, n in per_node.items()]
         text = msg.shortfall(self._parts(demand.items), placed, counts, self.config.message_nodes)
         self._shortfalls[key] = text
         return text
+
+    def _domain_shortfall(self, demand: Demand, within: Within) -> str:
+        """Why a gang held to one domain does not fit now: the domain with the most free room of the
+        resource that binds it, and the cluster's, said in that resource."""
+        capacity = self.capacity
+        items = demand.items
+        parts = self._parts(items)
+        names = self.state.resources.names
+        r = GPU if any(shape.gpu for shape, _ in items) else binding_resource(capacity, items[0][0], names)
+        need = sum(n * a for shape, n in items for rr, a in shape.vec if rr == r)
+        usable = bytearray(len(capacity.free))
+        for shape, _ in items:
+            for i in shape.mask.indices:
+                usable[i] = 1
+        visible = capacity.visible
+        free = capacity.free
+
+        def room(nodes: Sequence[int]) -> int:
+            return sum(max(free[i][r], 0) for i in nodes if usable[i] and visible[i])
+
+        level = capacity.level_of(within.key)
+        assert level is not None  # _never_fits said so otherwise
+        if within.value is not None:
+            found = capacity.domain_of(within.key, within.value)
+            domains = [found[1]] if found is not None else []
+        else:
+            domains = list(range(len(capacity.dom_names[level])))
+        members = capacity.dom_members[level]
+        best = max(domains, key=lambda d: (room(members[d]), -d), default=None)
+        best_room = room(members[best]) if best is not None else 0
+        best_name = capacity.dom_names[level][best] if best is not None else None
+        mark = capacity.mark()
+        cluster_fits = place(capacity, items, None, self.config.topology_attempts) is not None
+        capacity.rollback(mark)
+        cluster = room(range(len(free)))
+        if within.value is not None:
+            return msg.no_room_in_home_domain(
+                parts, within.key, within.value, names[r], best_room, cluster, cluster_fits
+            )
+        if best is not None and best_room >= need:
+            # Room enough, but not in pieces the pods fit: say how many of them would.
+            fits, _ = best_partial(capacity, items, members[best])
+            return msg.no_single_domain_fit(parts, within.key, best_name or "", fits, cluster_fits)
+        return msg.no_single_domain(
+            parts, within.key, names[r], need, best_name, best_room, cluster, cluster_fits
+        )
 
     # ---- admission ---------------------------------------------------------------------------
 
@@ -376,7 +486,9 @@ class PlanningPass:
 
     def _try_place(self, required: Demand, extra: Sequence[Pod]) -> dict[str, int] | None:
         """Place all `required` pods or none, then as many of `extra` as fit. Booked on success."""
-        placed = place(self.capacity, required.items, self.state.memo, self.config.topology_attempts)
+        placed = place(
+            self.capacity, required.items, self.state.memo, self.config.topology_attempts, required.within
+        )
         if placed is None:
             return None
         result, domain = placed
@@ -384,23 +496,25 @@ class PlanningPass:
         if extra:
             extra_groups = self._groups(extra)
             extra_items = self._items(extra_groups)
+            confined = required.within is not None
             nodes.update(
-                self._assign(extra_groups, extra_items, place_extra(self.capacity, extra_items, domain))
+                self._assign(
+                    extra_groups, extra_items, place_extra(self.capacity, extra_items, domain, confined)
+                )
             )
         return nodes
 
     def _would_fit_unblocked(self, demand: Demand) -> bool:
         assert self.reservation is not None
-        key = (demand.signature, self.capacity.version)
+        key = (demand.key, self.capacity.version)
         known = self._unblocked.get(key)
         if known is not None:
             return known
         nodes = self.reservation[1]
         mark = self.capacity.mark()
         self.capacity.include(nodes)
-        ok = (
-            place(self.capacity, demand.items, self.unblocked_memo, self.config.topology_attempts) is not None
-        )
+        attempts = self.config.topology_attempts
+        ok = place(self.capacity, demand.items, self.unblocked_memo, attempts, demand.within) is not None
         self.capacity.rollback(mark)
         self.capacity.exclude(nodes)
         self.capacity.version = mark[1]  # the very state of before
@@ -481,7 +595,7 @@ class PlanningPass:
             if over is not None:
                 return self._wait(gang, Reason.QUEUE_LIMIT, over, timed_out)
             extra = book.within_limit(queue, request, extra)
-        demand = self._demand(required)
+        demand = self._demand(required, self._within(gang))
         nodes = self._try_place(demand, extra)
         if nodes is None:
             return self._cannot_fit(gang, demand, timed_out)
@@ -501,7 +615,8 @@ class PlanningPass:
             # In member order, not snapshot order: the same gang must give the same answer.
             items = self._items(self._groups(sorted(live, key=member_order)))
             shape, count = items[0]
-            never = self._never_fits([(shape, count + gang.min_member - len(live)), *items[1:]])
+            whole = [(shape, count + gang.min_member - len(live)), *items[1:]]
+            never = self._never_fits(whole, None, self._within(gang))
             if never is not None:
                 text = msg.never_fits_when_complete(len(live), gang.min_member, never)
                 return self._wait(gang, Reason.UNSCHEDULABLE, text, timed_out)
@@ -528,7 +643,7 @@ class PlanningPass:
         return short
 
     def _cannot_fit(self, gang: Gang, demand: Demand, timed_out: bool) -> Decision:
-        never = self._never_fits(demand.items, demand.signature)
+        never = self._never_fits(demand.items, demand.signature, demand.within)
         if never is not None:
             return self._wait(gang, Reason.UNSCHEDULABLE, never, timed_out)
         if gang.held:
@@ -561,6 +676,7 @@ class PlanningPass:
             or starving is None
             or self.now - gang.wait_start <= starving
             or self._unit(gang)
+            or demand.within is not None  # reserving would drain nodes of several domains
         ):
             return None
         nodes = reserve(self.state, demand.items)
@@ -624,13 +740,19 @@ class PlanningPass:
         ):
             return None
         if self.state.queues is None or queue is None:
-            return self.preemption.search(gang, demand.items, demand.signature)
+            return self.preemption.search(gang, demand.items, demand.key, within=demand.within)
 
         def lower(cand: Candidate) -> bool:
             return cand.priority < gang.priority
 
         return self.preemption.search(
-            gang, demand.items, demand.signature, lower, scope=f"queue:{queue}", queues=(queue,)
+            gang,
+            demand.items,
+            demand.key,
+            lower,
+            scope=f"queue:{queue}",
+            queues=(queue,),
+            within=demand.within,
         )
 
     def _reclaim_victims(self, gang: Gang, demand: Demand, book: QueueBook, queue: str) -> Found:
@@ -656,10 +778,11 @@ class PlanningPass:
         return self.preemption.search(
             gang,
             demand.items,
-            demand.signature,
+            demand.key,
             reclaimable,
             scope=f"reclaim:{queue}",
             queues=victim_filter.queues,
+            within=demand.within,
         )
 
     def _preempt_decision(
@@ -694,6 +817,7 @@ class PlanningPass:
                 tuple(sorted(uid for c in cands for uid in c.uids)),
                 namespace,
                 sum(self._candidate_request(c).get(gpu, 0) for c in cands),
+                whole=not cands[0].single,
             )
             for (namespace, _), cands in merged
         )
@@ -766,14 +890,18 @@ class PlanningPass:
                     gang.key, Reason.QUEUE_LIMIT, msg.short_of_room(missing, gang.min_member, over), missing
                 )
             extra = book.within_limit(queue, request, extra)  # a queue's limit binds growth too
+        home = self._home(gang)
         if required:
-            nodes = self._try_place(self._demand(required), extra)
+            nodes = self._try_place(self._demand(required, home), extra)
             if nodes is None:
-                return self._short_of_room(gang, required, missing)
+                return self._short_of_room(gang, required, missing, home)
         else:
             groups = self._groups(extra)
             items = self._items(groups)
-            nodes = self._assign(groups, items, place_extra(self.capacity, items, None))
+            domain = self.capacity.domain_of(home.key, home.value) if home and home.value else None
+            if home is not None and domain is None:
+                return None  # its domain is unknown or gone: no elastic member may start elsewhere
+            nodes = self._assign(groups, items, place_extra(self.capacity, items, domain, home is not None))
             if not nodes:
                 # Nothing fits now: no decision (the gang is whole; its elastic members stay gated
                 # until room appears).
@@ -785,9 +913,9 @@ class PlanningPass:
         text = msg.grown(self._counts(admitted, nodes), waiting, self.config.message_nodes)
         return self._admit_decision(gang, admitted, nodes, text)
 
-    def _short_of_room(self, gang: Gang, required: Sequence[Pod], missing: int) -> Short:
-        demand = self._demand(required)
-        never = self._never_fits(demand.items, demand.signature)
+    def _short_of_room(self, gang: Gang, required: Sequence[Pod], missing: int, home: Within | None) -> Short:
+        demand = self._demand(required, home)
+        never = self._never_fits(demand.items, demand.signature, demand.within)
         reason = Reason.UNSCHEDULABLE if never is not None else Reason.INSUFFICIENT_CAPACITY
         why = never if never is not None else self._shortfall(demand)
         return Short(gang.key, reason, msg.short_of_room(missing, gang.min_member, why), missing)
@@ -871,11 +999,13 @@ class PlanningPass:
     def _start_family(self, parent: str, ready: list[Ready]) -> list[Decision]:
         """Every ready child at its minimum, placed jointly (then the elastic members that fit), or
         all of them wait."""
-        required = self._demand([p for _, req, _ in ready for p in req])
+        # Siblings start together, so one required topology holds them all (the first child's).
+        within = next((w for child, _, _ in ready if (w := self._within(child)) is not None), None)
+        required = self._demand([p for _, req, _ in ready for p in req], within)
         extra = [p for _, _, ext in ready for p in ext]
         nodes = self._try_place(required, extra)
         if nodes is None:
-            never = self._never_fits(required.items, required.signature)
+            never = self._never_fits(required.items, required.signature, required.within)
             reason = Reason.UNSCHEDULABLE if never is not None else Reason.INSUFFICIENT_CAPACITY
             text = msg.family_waits(parent, never if never is not None else self._shortfall(required))
             return [self._wait(child, reason, text, self._timed_out(child)) for child, _, _ in ready]

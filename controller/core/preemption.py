@@ -1,16 +1,19 @@
-"""Whole-gang preemption: which strictly lower-priority work to evict so that a gang fits.
+"""Preemption: which strictly lower-priority work to evict so that a gang fits.
 
 Candidates (built once per pass):
 
 - running gangs (members bound), as whole gangs; a gang running more members than its
   ``min_member`` first offers its elastic members above the minimum (youngest first) as a separate,
   cheaper candidate — evicting the rest of the gang always evicts those too;
+- a running gang with disruption mode Single offers each of its pods as a candidate of its own:
+  as many of them go as the preemptor needs, and the rest keeps running;
 - non-gang pods in namespaces opted in to gang scheduling, one candidate each.
 
 Never a candidate: ``preemptible`` False (on the gang or any of its pods), members running shorter
 than ``preemption_min_runtime_seconds`` (or not started), work whose eviction would exceed the
 ``disruptions_allowed`` of a PodDisruptionBudget covering its pods (counted over the whole victim
-set), work of equal or higher priority, or work not on a node the preemptor could use.
+set), work of equal or higher priority, or work not on a node the preemptor could use (for a preemptor
+held to one topology domain: a node without its label).
 
 Cost order: elastic slices first, then lowest priority, fewest GPUs, youngest (latest start), name.
 
@@ -25,12 +28,12 @@ the capacity as it found it.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from controller.core.capacity import GPU, Capacity, Vector
-from controller.core.model import Gang, GangKey, Pod
-from controller.core.placement import Assignment, Items, place
+from controller.core.model import DisruptionMode, Gang, GangKey, Pod
+from controller.core.placement import Assignment, Items, Within, place
 from controller.core.state import PassState, is_live
 
 MAX_REPLACEMENTS = 16  # re-placements tried during add-back, per search
@@ -51,6 +54,7 @@ class Candidate:
     partner: Candidate | None = None  # the other half of a gang split into elastic slice + rest
     queue: str | None = None  # the gang's queue (Gang.queue)
     taken: bool = False  # already a victim of an earlier preemptor in this pass
+    single: bool = False  # one pod of a gang with disruption mode Single: the rest keeps running
     sort_key: tuple[object, ...] = field(default=())
 
 
@@ -71,7 +75,7 @@ class Preemption:
         self._gang_candidates: dict[GangKey, list[Candidate]] = {}
         self._queue_gangs: dict[str, list[Gang]] | None = None
         # (scope, demand) -> highest priority that failed
-        self._failed: dict[tuple[str, tuple[tuple[int, int], ...]], int] = {}
+        self._failed: dict[tuple[str, Hashable], int] = {}
 
     # ---- candidates --------------------------------------------------------------------------
 
@@ -121,6 +125,12 @@ class Preemption:
         if not pods or not any(m.bound for m in pods):
             return out
         if not gang.preemptible or not all(m.preemptible for m in pods) or not self._old_enough(pods):
+            return out
+        if gang.disruption_mode == DisruptionMode.SINGLE:
+            for pod in sorted(pods, key=lambda p: p.uid):
+                cand = self._candidate(gang, [pod], gang.priority, elastic=False)
+                cand.single = True
+                out.append(cand)
             return out
         extra = len(pods) - max(gang.min_member, 1)
         if extra > 0:
@@ -184,40 +194,58 @@ class Preemption:
         self,
         gang: Gang,
         items: Items,
-        signature: tuple[tuple[int, int], ...],
+        signature: Hashable,
         eligible: Callable[[Candidate], bool] | None = None,
         scope: str = "",
         queues: Collection[str] | None = None,
+        within: Within | None = None,
     ) -> tuple[list[Candidate], list[Assignment]] | None:
         """Victims and the placement they make possible, or None. Leaves the capacity unchanged.
 
         ``eligible`` (queues) replaces the "strictly lower priority" test; it is asked in cost order,
         once per candidate that passes every other test, as far down the order as the search goes.
         ``scope`` keeps its failures apart. ``queues``: only candidates of these queues (checked
-        first, it is cheap)."""
+        first, it is cheap). ``within``: the preemptor must be placed inside one domain of it, so
+        only victims on nodes of some domain of it count (and the placement stays in one).
+        ``signature`` keys the failures: the demand and its ``within``."""
         capacity = self.state.capacity
         memo_key = (scope, signature)
         failed = self._failed.get(memo_key)
         if failed is not None and gang.priority <= failed:
             return None
-        cands = Eligible(self._eligible(gang, self._usable_nodes(items), eligible, queues))
+        cands = Eligible(self._eligible(gang, self._usable_nodes(items, within), eligible, queues))
         need_gpus = sum(shape.gpu * n for shape, n in items)
         found = None
         if cands.extend_to(1) and cands.cover(need_gpus - capacity.sums[GPU]):
             self.searches += 1
-            found = self._search(capacity, items, cands, need_gpus)
+            found = self._search(capacity, items, cands, need_gpus, within)
         if found is None:  # it fails again for this demand at this priority or lower
             self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
         return found
 
-    def _usable_nodes(self, items: Items) -> bytearray:
-        """Per node: may some pod of ``items`` go there (constraints, visibility)?"""
+    def _usable_nodes(self, items: Items, within: Within | None) -> bytearray:
+        """Per node: may some pod of ``items`` go there (constraints, visibility, the topology
+        domains it must stay inside)?"""
         capacity = self.state.capacity
         usable = bytearray(len(capacity.free))
+        domain_of: list[int] | None = None
+        only = -1  # the one domain allowed, or -1: any
+        if within is not None:
+            level = capacity.level_of(within.key)
+            if level is None:
+                return usable  # no node carries the label: nowhere
+            domain_of = capacity.dom_of[level]
+            if within.value is not None:
+                found = capacity.domain_of(within.key, within.value)
+                if found is None:
+                    return usable
+                only = found[1]
         for shape, _ in items:
             flags = shape.mask.flags
             for i in shape.mask.indices:
                 if flags[i] and capacity.visible[i]:
+                    if domain_of is not None and (domain_of[i] < 0 or (only >= 0 and domain_of[i] != only)):
+                        continue
                     usable[i] = 1
         return usable
 
@@ -257,26 +285,31 @@ class Preemption:
             yield cand
 
     def _search(
-        self, capacity: Capacity, items: Items, cands: Eligible, need_gpus: int
+        self, capacity: Capacity, items: Items, cands: Eligible, need_gpus: int, within: Within | None
     ) -> tuple[list[Candidate], list[Assignment]] | None:
         """The shortest prefix of ``cands`` whose eviction lets ``items`` fit, then the add-back."""
         attempts = self.state.config.topology_attempts
         base = capacity.mark()
-        prefixes = _Prefixes(capacity, items, cands, attempts)
+        prefixes = _Prefixes(capacity, items, cands, attempts, within)
         high = prefixes.shortest(_first_prefix(capacity, cands, need_gpus))
         placed = None
         if high is not None:
             prefixes.evict(high)
-            placed = place(capacity, items, None, attempts)
+            placed = place(capacity, items, None, attempts, within)
         if placed is None:  # no prefix fits (placed is never None after a prefix that fits)
             capacity.rollback(base)
             return None
-        chosen, assignments = self._add_back(capacity, items, cands.found[:high], placed[0])
+        chosen, assignments = self._add_back(capacity, items, cands.found[:high], placed[0], within)
         capacity.rollback(base)
         return chosen, assignments
 
     def _add_back(
-        self, capacity: Capacity, items: Items, removed: list[Candidate], assignments: list[Assignment]
+        self,
+        capacity: Capacity,
+        items: Items,
+        removed: list[Candidate],
+        assignments: list[Assignment],
+        within: Within | None,
     ) -> tuple[list[Candidate], list[Assignment]]:
         """Restore every removed candidate the placement can do without (most expensive first)."""
         attempts = self.state.config.topology_attempts
@@ -308,7 +341,7 @@ class Preemption:
                 for (shape, _), assignment in zip(items, assignments, strict=True):
                     for i, n in assignment:
                         capacity.unbook(i, shape.vec, n)
-                moved = place(capacity, items, None, attempts)
+                moved = place(capacity, items, None, attempts, within)
             if moved is not None:
                 assignments = moved[0]
                 used = used_resources(assignments)
@@ -366,11 +399,14 @@ def _first_prefix(capacity: Capacity, cands: Eligible, need_gpus: int) -> int:
 class _Prefixes:
     """The capacity with the first k candidates (of the cost order) evicted, k moving up and down."""
 
-    def __init__(self, capacity: Capacity, items: Items, cands: Eligible, attempts: int) -> None:
+    def __init__(
+        self, capacity: Capacity, items: Items, cands: Eligible, attempts: int, within: Within | None
+    ) -> None:
         self.capacity = capacity
         self.items = items
         self.cands = cands
         self.attempts = attempts
+        self.within = within
         self.current = 0  # candidates evicted now
 
     def evict(self, k: int) -> None:
@@ -390,7 +426,7 @@ class _Prefixes:
     def fits(self, k: int) -> bool:
         self.evict(k)
         mark = self.capacity.mark()
-        ok = place(self.capacity, self.items, None, self.attempts) is not None
+        ok = place(self.capacity, self.items, None, self.attempts, self.within) is not None
         self.capacity.rollback(mark)
         return ok
 

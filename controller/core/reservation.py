@@ -63,6 +63,17 @@ def ever_fits(state: PassState, items: Items) -> tuple[bool, int]:
     return placed >= total, placed
 
 
+def ever_fits_on(state: PassState, items: Items, nodes: Sequence[int]) -> tuple[bool, int]:
+    """``ever_fits`` on ``nodes`` only (one topology domain)."""
+    allowed = set(nodes)
+    order = [[i for i in shape.mask.indices if i in allowed] for shape, _ in items]
+    total = sum(n for _, n in items)
+    placed, _ = _greedy(state.drained(), items, order)
+    if placed < total and len(items) > 1:
+        placed = max(placed, _greedy(state.drained(), items[::-1], order[::-1])[0])
+    return placed >= total, placed
+
+
 def largest_single_fit(state: PassState, items: Items) -> int | None:
     """Index of the first item no candidate node could ever hold even one pod of, or None."""
     drained = state.drained()

@@ -77,12 +77,7 @@ class NodeTable:
                 row[index[name]] = amount
             self.alloc.append(row)
         self.eligibility = Eligibility(self.nodes)
-        domains = []
-        for label in (config.rack_label, config.zone_label):
-            per_node = [node.labels.get(label) for node in self.nodes]
-            if any(value is not None for value in per_node):
-                domains.append(per_node)
-        self.topology = Topology(domains)
+        self.topology = Topology([node.labels for node in self.nodes], (config.rack_label, config.zone_label))
         self.max_gpus = max((row[GPU] for row in self.alloc), default=0)
 
 

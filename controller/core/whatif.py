@@ -19,7 +19,7 @@ the moment the pass reached it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core.capacity import GPU
@@ -111,12 +111,33 @@ class _Watched(PlanningPass):
 
     def _cannot_fit(self, gang: Gang, demand: Demand, timed_out: bool) -> Decision:
         if gang.key == self.target:
-            placed, per_node = best_partial(self.capacity, demand.items)
+            placed, per_node = self._best_partial(demand)
             nodes = sorted(
                 ((self.state.names[i], n) for i, n in per_node.items()), key=lambda x: (-x[1], x[0])
             )
             self.partial = Partial(sum(n for _, n in demand.items), placed, tuple(nodes))
         return super()._cannot_fit(gang, demand, timed_out)
+
+    def _best_partial(self, demand: Demand) -> tuple[int, dict[int, int]]:
+        """The most of the gang that fits now: anywhere, or inside the one domain it requires
+        that takes the most of it."""
+        within = demand.within
+        if within is None:
+            return best_partial(self.capacity, demand.items)
+        capacity = self.capacity
+        level = capacity.level_of(within.key)
+        if level is None:
+            return 0, {}
+        domains: Sequence[int] = range(len(capacity.dom_names[level]))
+        if within.value is not None:
+            found = capacity.domain_of(within.key, within.value)
+            domains = [found[1]] if found is not None else []
+        best: tuple[int, dict[int, int]] = (0, {})
+        for d in domains:
+            placed, per_node = best_partial(capacity, demand.items, capacity.dom_members[level][d])
+            if placed > best[0]:
+                best = (placed, per_node)
+        return best
 
 
 def decide(snapshot: Snapshot, key: GangKey, config: PlannerConfig) -> Decision | None:

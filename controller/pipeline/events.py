@@ -23,10 +23,10 @@ from controller.core import messages as msg
 from controller.pipeline.status import iso
 
 log = logging.getLogger(__name__)
-# Who reports: reportingComponent is domain-qualified (as kubernetes.io/kubelet is); source is what
-# `kubectl describe` shows under "From".
 # The native objects a PodGroup Phalanx made may be owned by: its Events are mirrored there.
 NATIVE_KINDS = frozenset({WORKLOADS.kind, NATIVE_PODGROUPS.kind})
+# Who reports: reportingComponent is domain-qualified (as kubernetes.io/kubelet is); source is what
+# `kubectl describe` shows under "From".
 REPORTING_COMPONENT = "phalanx.io/controller"
 SOURCE_COMPONENT = "phalanx-controller"
 # On each Event: a digest of what it last said (its de-duplication key), read back after a failover.

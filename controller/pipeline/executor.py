@@ -244,7 +244,9 @@ class Executor:
         are released the way Kueue does it -- the Job is suspended (its controller deletes the pods
         without counting failures or arming its pod-creation backoff) and resumed as soon as they
         are gone, so it recreates them gated and the gang re-queues whole; every other pod is
-        evicted through the Eviction API (graceful, PDB-checked) and recreated by its owner.
+        evicted through the Eviction API (graceful, PDB-checked) and recreated by its owner. A
+        victim that is only some pods of a gang with disruption mode Single keeps its admission:
+        only those pods are evicted (a Job's too), and their replacements rejoin the running gang.
         """
         victim_pods, summary = self._victims(decision)
         if self.settings.dry_run_preemption:
@@ -259,14 +261,19 @@ class Executor:
         key = view.podgroup.key
         gpu = constants.GPU_RESOURCE
         cost = msg.preemption_cost(decision.gpus_evicted, decision.gpus_gained, gpu)
+        single: set[str] = set()  # pods of victims that lose only those pods
         for victim in decision.victims:
+            if not victim.whole:
+                single.update(victim.pods)
             if victim.gang is not None and victim.gang in views:
-                # The victim re-queues whole: its old admission must not let its new pods trickle in.
-                await self._clear_admission(views[victim.gang])
+                lost = msg.preempted_by if victim.whole else msg.preempted_pods_by
+                if victim.whole:
+                    # The victim re-queues whole: its old admission must not let its new pods trickle in.
+                    await self._clear_admission(views[victim.gang])
                 await self.events.emit(
                     views[victim.gang].podgroup,
                     EventReason.PREEMPTED,
-                    msg.preempted_by(str(key), view.gang.priority, len(victim.pods), victim.gpus, gpu, cost),
+                    lost(str(key), view.gang.priority, len(victim.pods), victim.gpus, gpu, cost),
                     warning=True,
                 )
         for pod in victim_pods:
@@ -277,13 +284,15 @@ class Executor:
         self.metrics.preemption_gpus_evicted.inc(decision.gpus_evicted)
         self.metrics.preemption_gpus_gained.inc(decision.gpus_gained)
         self.store.hold(key, decision.placement, now)
+        requeued = [p for p in victim_pods if p.owner and p.owner.kind == "Job" and p.uid not in single]
+        by_job = {p.uid for p in requeued}
         evictions = [
             self.kube.evict(p.namespace, p.name, self.settings.eviction_grace_seconds)
             for p in victim_pods
-            if not (p.owner and p.owner.kind == "Job")
+            if p.uid not in by_job
         ]
         results = list(await gather_limited(self.settings.concurrency, *evictions))
-        results += await self._requeue_jobs(_jobs_of(victim_pods), "preempted")
+        results += await self._requeue_jobs(_jobs_of(requeued), "preempted")
         failed = _failures(results)
         await self.events.emit(view.podgroup, EventReason.PREEMPTING, msg.evicting(summary, decision.message))
         if failed:

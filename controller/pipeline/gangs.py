@@ -15,7 +15,7 @@ from controller.api import queue_records, records
 from controller.api.records import PodGroupRecord, WorkloadSize
 from controller.api.store import Store
 from controller.api.workload_owners import WorkloadKey, sized_by
-from controller.core import Gang, GangKey, Placement, Pod, Snapshot, is_live
+from controller.core import DisruptionMode, Gang, GangKey, Placement, Pod, Snapshot, is_live
 from shared import constants
 from shared.grouplink import opted_in
 from shared.jsonread import whole_number
@@ -158,6 +158,23 @@ def _placement(record: PodGroupRecord, members: list[Pod]) -> Placement:
     return Placement.FREE if value == constants.PLACEMENT_FREE else Placement.PINNED
 
 
+def _required_topology(record: PodGroupRecord, members: list[Pod]) -> str | None:
+    """The node label key the gang must stay inside one domain of: the PodGroup's spec, then its
+    annotation, then its members' (copied there from their workload by the webhook)."""
+    return (
+        record.spec.topology_required
+        or record.annotations.get(constants.TOPOLOGY_REQUIRED_ANNOTATION)
+        or member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION)
+        or None
+    )
+
+
+def _disruption_mode(record: PodGroupRecord) -> DisruptionMode:
+    return (
+        DisruptionMode.SINGLE if record.spec.disruption_mode == DisruptionMode.SINGLE else DisruptionMode.ALL
+    )
+
+
 def _preemptible(record: PodGroupRecord, members: list[Pod]) -> bool:
     for source in (record.labels, record.annotations):
         if source.get(constants.PREEMPTIBLE, "").lower() == "false":
@@ -233,6 +250,8 @@ def view(
         queue=_queue(record, members, store),
         held=dict(hold.placement) if hold else {},
         held_since=hold.at if hold else None,
+        required_topology=_required_topology(record, members),
+        disruption_mode=_disruption_mode(record),
     )
     last_admitted = admission.latest if admission is not None and admitted_at is not None else None
     degraded = _degraded_since(record, gang, len(admission.placement) if admission else 0, now)

@@ -38,9 +38,6 @@ MIN_MEMBER_SOURCE = "phalanx.io/min-member-source"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 WORKLOAD_API_VERSION = WORKLOADS.api_version
 NATIVE_GROUP = NATIVE_PODGROUPS.group
-# Phalanx PodGroup spec keys a native PodGroup's constraints are copied to.
-TOPOLOGY_REQUIRED = "topologyRequired"
-DISRUPTION_MODE = "disruptionMode"
 # The source of a size read from the workload's spec: it follows the workload when that is scaled.
 WORKLOAD_SPEC = msg.size_source_workload_spec()
 
@@ -157,17 +154,6 @@ def waiting_message(sizing: Sizing) -> str:
     return msg.waiting_for_size(sizing.source, sizing.workload is not None, constants.MIN_MEMBER_ANNOTATION)
 
 
-def native_fields(group: NativePodGroup) -> dict[str, Any]:
-    """A native PodGroup's constraints under the keys of Phalanx's PodGroup spec: the topology a
-    gang must fit in (its node label key) and how it is disrupted (All or Single)."""
-    out: dict[str, Any] = {}
-    if group.topology_key:
-        out[TOPOLOGY_REQUIRED] = group.topology_key
-    if group.disruption_mode:
-        out[DISRUPTION_MODE] = group.disruption_mode
-    return out
-
-
 class PodGroupFactory:
     def __init__(self, kube: Kube, store: Store) -> None:
         self.kube = kube
@@ -194,9 +180,11 @@ class PodGroupFactory:
             priority_class_name=group.priority_class_name if group is not None else None,
             # A child of a CompositePodGroup starts with its siblings (Phalanx's hierarchical gangs).
             parent_pod_group=grouplink.native_group_name(group.parent) if group and group.parent else None,
+            # A native PodGroup's own constraints win over what its members' workload says.
+            topology_required=(group.topology_key if group else None)
+            or member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION),
+            disruption_mode=group.disruption_mode if group is not None else None,
         ).to_json()
-        if group is not None:
-            spec.update(native_fields(group))
         annotations = {MIN_MEMBER_SOURCE: sizing.source}
         # Made again after a deletion: the members admitted under the old one stay admitted.
         previous = self.store.deleted_admissions.get(key)

@@ -346,3 +346,20 @@ def test_explain_text_of_a_fix_freeing_many_holders() -> None:
 def test_audit_text_counts_one_warning_in_the_singular() -> None:
     finding = audit.Finding(audit.WARNING, "ns", "Job/x", "Deadline", "m")
     assert audit.text([finding]).splitlines()[-1] == "0 would never start, 1 warning"
+
+
+def test_explain_text_shows_what_the_gang_requires_of_placement_and_preemption() -> None:
+    podgroup = {
+        "kind": "podgroups.x",
+        "minMember": 2,
+        "maxMember": None,
+        "phase": None,
+        "message": None,
+        "topologyRequired": "topology.kubernetes.io/rack",
+        "disruptionMode": "Single",
+    }
+    lines = report.explain_text(explain_data(podGroup=podgroup)).splitlines()
+    assert lines[1:3] == [
+        "Topology:   every member inside one topology.kubernetes.io/rack domain (required)",
+        "Disruption: Single (preemption may take single pods of it)",
+    ]

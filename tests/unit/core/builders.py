@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from controller.core.model import (
+    DisruptionMode,
     Gang,
     GangKey,
     Node,
@@ -312,6 +313,16 @@ class GangBuilder:
 
     def queue(self, name: str | None) -> GangBuilder:
         self._f["queue"] = name
+        return self
+
+    def requires(self, topology_key: str) -> GangBuilder:
+        """Every member inside one domain of the node label ``topology_key``."""
+        self._f["required_topology"] = topology_key
+        return self
+
+    def single_disruption(self) -> GangBuilder:
+        """Preemption may take single pods of it (disruption mode Single)."""
+        self._f["disruption_mode"] = DisruptionMode.SINGLE
         return self
 
     def held(self, rooms: Mapping[str, str | None]) -> GangBuilder:

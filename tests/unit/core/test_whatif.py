@@ -216,3 +216,14 @@ def test_explain_places_the_gang_in_the_order_queues_give_it() -> None:
     out = explain(snap, GangKey("ns", "old"), CFG)
     assert out.ahead == (GangKey("ns", "young"),)
     assert out.position == 3
+
+
+def test_the_partial_placement_of_a_gang_held_to_one_rack_stays_in_one_rack() -> None:
+    nodes = [node("a").gpus(4).rack("r1"), node("b").gpus(4).rack("r2"), node("c").gpus(4).rack("r2")]
+    rack = "topology.kubernetes.io/rack"
+    # r1 has 4 GPUs free, r2 5 (3 of c's taken): 6 one-GPU pods fit the cluster, not one rack.
+    held = gang("big").min(6).gated_members(6, gpus=1).requires(rack)
+    out = explain(snapshot(nodes, [held], [pod("busy").ns("other").gpus(3).on("c")]), BIG, CFG)
+    assert isinstance(out.decision, Wait) and out.decision.reason is Reason.INSUFFICIENT_CAPACITY
+    assert out.partial is not None
+    assert (out.partial.needed, out.partial.placed, out.partial.nodes) == (6, 5, (("b", 4), ("c", 1)))

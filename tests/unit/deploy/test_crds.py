@@ -107,8 +107,12 @@ def test_spec_schema() -> None:
         "priority",
         "queue",
         "parentPodGroup",
+        "topologyRequired",
+        "disruptionMode",
     }
     assert props["minMember"]["type"] == "integer" and props["minMember"]["minimum"] == 1
+    assert props["topologyRequired"]["type"] == "string"
+    assert props["disruptionMode"]["enum"] == ["All", "Single"]
     assert props["maxMember"]["minimum"] == 1
     assert props["scheduleTimeoutSeconds"]["minimum"] == 1
     assert props["minResources"]["additionalProperties"]["x-kubernetes-int-or-string"] is True
@@ -161,7 +165,8 @@ def test_the_three_crds_agree() -> None:
     assert kai["properties"]["status"] == primary["properties"]["status"]
     kai_spec = kai["properties"]["spec"]
     primary_spec = primary["properties"]["spec"]
-    shared_fields = set(primary_spec["properties"]) - {"minResources"}
+    # KAI's own spelling of these is its topologyConstraint and none: its schema stays KAI's.
+    shared_fields = set(primary_spec["properties"]) - {"minResources", "topologyRequired", "disruptionMode"}
     assert set(kai_spec["properties"]) == shared_fields | KAI_ONLY_FIELDS
     for field in shared_fields:
         assert kai_spec["properties"][field] == primary_spec["properties"][field], field

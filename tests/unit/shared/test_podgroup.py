@@ -23,15 +23,28 @@ def test_a_stored_spec_is_read_into_typed_fields() -> None:
             "priority": 100,
             "queue": "team-a",
             "parentPodGroup": "parent",
+            "topologyRequired": "topology.kubernetes.io/rack",
+            "disruptionMode": "Single",
         }
     )
     assert spec == PodGroupSpec(
-        4, 8, {"nvidia.com/gpu": "8", "cpu": "16"}, 600, "high", 100, "team-a", "parent"
+        4,
+        8,
+        {"nvidia.com/gpu": "8", "cpu": "16"},
+        600,
+        "high",
+        100,
+        "team-a",
+        "parent",
+        "topology.kubernetes.io/rack",
+        "Single",
     )
 
 
 def test_values_of_the_wrong_type_read_as_absent() -> None:
-    spec = PodGroupSpec.from_json({"minMember": True, "maxMember": "x", "queue": 3, "minResources": []})
+    spec = PodGroupSpec.from_json(
+        {"minMember": True, "maxMember": "x", "queue": 3, "minResources": [], "disruptionMode": "Pod"}
+    )
     assert spec == PodGroupSpec()
     assert PodGroupSpec.from_json("not an object") == PodGroupSpec()
     # A whole float (YAML "3.0") and a digit string are integers, as the API server would coerce them.
@@ -43,6 +56,13 @@ def test_written_by_wire_name_with_unset_fields_left_out() -> None:
     spec = PodGroupSpec(min_member=3, schedule_timeout_seconds=60)
     assert spec.to_json() == {"minMember": 3, "scheduleTimeoutSeconds": 60}
     assert PodGroupSpec.from_json(spec.to_json()) == spec
+    held = PodGroupSpec(min_member=2, topology_required="nvidia.com/gpu.clique", disruption_mode="All")
+    assert held.to_json() == {
+        "minMember": 2,
+        "topologyRequired": "nvidia.com/gpu.clique",
+        "disruptionMode": "All",
+    }
+    assert PodGroupSpec.from_json(held.to_json()) == held
 
 
 def test_kai_subgroup_minimums_are_those_of_the_leaves() -> None:

@@ -225,6 +225,7 @@ def test_workload_annotations_are_copied_to_templates() -> None:
         .annotation(c.SCHEDULE_TIMEOUT_ANNOTATION, "600")
         .annotation(c.PLACEMENT_ANNOTATION, "pinned")
         .annotation(c.PREEMPTIBLE, "false")
+        .annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "topology.kubernetes.io/rack")
         .annotation("unrelated.example.com/x", "y")
     )
     mutation, out = run(builder)
@@ -235,6 +236,7 @@ def test_workload_annotations_are_copied_to_templates() -> None:
             c.SCHEDULE_TIMEOUT_ANNOTATION: "600",
             c.PLACEMENT_ANNOTATION: "pinned",
             c.PREEMPTIBLE: "false",
+            c.TOPOLOGY_REQUIRED_ANNOTATION: "topology.kubernetes.io/rack",
         }
     assert "4 pods" in mutation.warnings[0]
 
@@ -534,6 +536,9 @@ def test_subresources_pass() -> None:
         job().template_annotation(c.MIN_MEMBER_ANNOTATION, "-2"),
         job().annotation(c.SCHEDULE_TIMEOUT_ANNOTATION, "10m"),
         job().annotation(c.PLACEMENT_ANNOTATION, "spread"),
+        job().annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "rack with spaces"),
+        job().annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "Example.COM/rack"),
+        job().annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "example.com/"),
         job().template_label(c.COSCHEDULING_LABEL, "x" * 64),
         pod().annotation(c.KAI_ANNOTATION, "not a label value"),
         pod().label(c.COSCHEDULING_LABEL, "pg").annotation(c.MIN_MEMBER_ANNOTATION, "1.5"),
@@ -553,6 +558,9 @@ def test_unreadable_phalanx_values_are_refused(builder: Builder) -> None:
         job().annotation(c.MIN_MEMBER_ANNOTATION, "8"),
         job().annotation(c.SCHEDULE_TIMEOUT_ANNOTATION, "0"),
         job().annotation(c.PLACEMENT_ANNOTATION, "free"),
+        job().annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "topology.kubernetes.io/rack"),
+        job().annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "nvidia.com/gpu.clique"),
+        job().annotation(c.TOPOLOGY_REQUIRED_ANNOTATION, "rack"),
         job().template_label(c.COSCHEDULING_LABEL, "x" * 63),
     ],
 )
