@@ -20,6 +20,8 @@ import yaml
 DEPLOY = Path(__file__).resolve().parent
 sys.path.insert(0, str(DEPLOY.parent))  # run as a script: the repository's packages
 
+from shared import kinds  # noqa: E402
+from shared.kinds import Kind  # noqa: E402
 from shared.podgroup import CROSS_FIELD_RULES, Phase, spec_fields, status_fields  # noqa: E402
 from shared.queue import queue_resource_fields, queue_spec_fields, queue_status_fields  # noqa: E402
 from shared.wirefield import SpecField  # noqa: E402
@@ -162,31 +164,39 @@ KAI_SPEC_FIELDS: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class Variant:
-    group: str
-    version: str  # the storage version
+    # Group, versions (the storage version first), names and short names: the registry's.
+    kind: Kind
     path: str  # relative to deploy/
-    short_names: list[str] = field(default_factory=list)
     spec_fields: tuple[str, ...] = tuple(SPEC_FIELDS)
     comment: str = ""
-    # Further served versions. They carry the very same schema as the storage version, so the
-    # API server's `None` conversion (it rewrites apiVersion only) keeps every field either way.
-    also_served: tuple[str, ...] = ()
     extra_fields: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def group(self) -> str:
+        return self.kind.group
+
+    @property
+    def version(self) -> str:
+        """The storage version."""
+        return self.kind.version
+
+    @property
+    def also_served(self) -> tuple[str, ...]:
+        """Further served versions. They carry the very same schema as the storage version, so the
+        API server's `None` conversion (it rewrites apiVersion only) keeps every field either way."""
+        return self.kind.versions[1:]
 
 
 VARIANTS = [
     # Only the primary CRD gets the short name `pg`: kubectl resolves an ambiguous short name to the
     # alphabetically first group, which would be scheduling.run.ai where all three are installed.
     Variant(
-        "scheduling.sigs.k8s.io",
-        "v1alpha1",
+        kinds.PODGROUP_KIND,
         "components/crds/podgroups.scheduling.sigs.k8s.io.yaml",
-        short_names=["pg"],
         comment="# Primary PodGroup CRD (Coscheduling tutorials, Alibaba ACS).\n",
     ),
     Variant(
-        "scheduling.x-k8s.io",
-        "v1alpha1",
+        kinds.PODGROUP_X_K8S_KIND,
         "components/crds-x-k8s/podgroups.scheduling.x-k8s.io.yaml",
         comment="# PodGroup for manifests written for current scheduler-plugins (optional).\n"
         "# Do not install where scheduler-plugins' own CRD is installed.\n",
@@ -194,8 +204,7 @@ VARIANTS = [
     # KAI stores its PodGroups as v2alpha2 (the only version KAI serves); v2 is what older KAI
     # tutorials wrote. Storing v2alpha2 keeps the objects readable by KAI's own CRD.
     Variant(
-        "scheduling.run.ai",
-        "v2alpha2",
+        kinds.PODGROUP_KAI_KIND,
         "components/kai-compat/podgroups.scheduling.run.ai.yaml",
         spec_fields=(
             "minMember",
@@ -209,7 +218,6 @@ VARIANTS = [
         comment="# PodGroup for manifests written for NVIDIA KAI Scheduler (scheduling.run.ai/v2alpha2, and\n"
         "# v2 of older tutorials: one schema, so either version reads and writes every field).\n"
         "# NEVER install this where KAI itself runs: it would replace KAI's own CRD (and its versions).\n",
-        also_served=("v2",),
         extra_fields=KAI_SPEC_FIELDS,
     ),
 ]
@@ -259,12 +267,16 @@ def _version(variant: Variant, name: str) -> dict[str, Any]:
     }
 
 
+def _names(kind: Kind) -> dict[str, Any]:
+    names: dict[str, Any] = {"kind": kind.kind, "listKind": f"{kind.kind}List", "plural": kind.plural}
+    names["singular"] = kind.kind.lower()
+    if kind.short_names:
+        names["shortNames"] = list(kind.short_names)
+    return {"names": names, "scope": "Namespaced" if kind.namespaced else "Cluster"}
+
+
 def crd(variant: Variant) -> dict[str, Any]:
-    names: dict[str, Any] = {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups"}
-    names["singular"] = "podgroup"
-    if variant.short_names:
-        names["shortNames"] = variant.short_names
-    spec: dict[str, Any] = {"group": variant.group, "names": names, "scope": "Namespaced"}
+    spec: dict[str, Any] = {"group": variant.group, **_names(variant.kind)}
     if variant.also_served:
         spec["conversion"] = {"strategy": "None"}
     spec["versions"] = [_version(variant, name) for name in (variant.version, *variant.also_served)]
@@ -272,7 +284,7 @@ def crd(variant: Variant) -> dict[str, Any]:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"podgroups.{variant.group}",
+            "name": f"{variant.kind.plural}.{variant.group}",
             "labels": {"app.kubernetes.io/name": "phalanx", "app.kubernetes.io/component": "crd"},
             **_approval(variant.group),
         },
@@ -282,8 +294,6 @@ def crd(variant: Variant) -> dict[str, Any]:
 
 # ---- queues ----------------------------------------------------------------------------------------
 
-QUEUE_GROUP = "scheduling.phalanx.io"
-QUEUE_VERSION = "v1alpha1"
 QUEUE_RESOURCE: dict[str, Any] = {"type": "object", "properties": properties(queue_resource_fields())}
 QUEUE_STATUS: dict[str, Any] = {"type": "object", "properties": properties(queue_status_fields())}
 QUEUE_COLUMNS = [
@@ -313,27 +323,23 @@ KAI_QUEUE_COLUMNS = [
 
 @dataclass(frozen=True)
 class QueueVariant:
-    group: str
-    version: str
+    kind: Kind  # group, version, names: the registry's
     path: str
     spec: dict[str, Any]
     columns: list[dict[str, Any]]
-    short_names: list[str] = field(default_factory=list)
     comment: str = ""
 
 
 QUEUE_VARIANTS = [
     QueueVariant(
-        QUEUE_GROUP,
-        QUEUE_VERSION,
+        kinds.QUEUE_KIND,
         "base/queues.scheduling.phalanx.io.yaml",
         {"type": "object", "properties": properties(queue_spec_fields())},
         QUEUE_COLUMNS,
         comment="# Phalanx's Queue: quotas, limits and fair share for teams sharing a cluster.\n",
     ),
     QueueVariant(
-        "scheduling.run.ai",
-        "v2",
+        kinds.QUEUE_KAI_KIND,
         "components/kai-compat/queues.scheduling.run.ai.yaml",
         {
             "type": "object",
@@ -355,24 +361,20 @@ QUEUE_VARIANTS = [
 
 
 def queue_crd(variant: QueueVariant) -> dict[str, Any]:
-    names: dict[str, Any] = {"kind": "Queue", "listKind": "QueueList", "plural": "queues"}
-    names["singular"] = "queue"
-    if variant.short_names:
-        names["shortNames"] = variant.short_names
+    kind = variant.kind
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"queues.{variant.group}",
+            "name": f"{kind.plural}.{kind.group}",
             "labels": {"app.kubernetes.io/name": "phalanx", "app.kubernetes.io/component": "crd"},
         },
         "spec": {
-            "group": variant.group,
-            "names": names,
-            "scope": "Cluster",
+            "group": kind.group,
+            **_names(kind),
             "versions": [
                 {
-                    "name": variant.version,
+                    "name": kind.version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},

@@ -29,6 +29,7 @@ from controller.cli.audit import Check  # noqa: E402
 from controller.core import EventReason, Reason  # noqa: E402
 from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
+from shared import kinds  # noqa: E402
 from shared.podgroup import Phase  # noqa: E402
 from webhook.__main__ import parse_settings as webhook_parse_settings  # noqa: E402
 from webhook.config import WebhookSettings  # noqa: E402
@@ -237,6 +238,17 @@ def _plugin_flag(action: argparse.Action, commands: str, default: object) -> str
     return f"| {flag} | {commands} | {shown} | {_cell(action.help or '')} |"
 
 
+def kinds_table() -> list[str]:
+    """Every kind Phalanx reads or writes, from the registry (shared/kinds.py)."""
+    rows = ["| kind | API group | versions | plural | scope | role |", "|---|---|---|---|---|---|"]
+    for kind in kinds.REGISTRY:
+        versions = ", ".join(f"`{v}`" for v in kind.versions)
+        scope = "namespaced" if kind.namespaced else "cluster"
+        group = kind.group or "core"
+        rows.append(f"| {kind.kind} | `{group}` | {versions} | `{kind.plural}` | {scope} | {kind.role} |")
+    return rows
+
+
 def render() -> str:
     parts = [
         HEADER,
@@ -305,6 +317,14 @@ def render() -> str:
         "`reportingComponent: phalanx.io/controller`, `reportingInstance`: the replica's pod name.",
         "",
         *reasons(EventReason),
+        "",
+        "## Kinds",
+        "",
+        "Every kind Phalanx reads or writes. Versions: of a CRD Phalanx serves, its served versions",
+        "(the storage version first); of the native Workload API, the versions Phalanx reads, newest",
+        "first (the controller reads the first one the API server serves).",
+        "",
+        *kinds_table(),
         "",
         "## Labels, annotations and names",
         "",

@@ -24,6 +24,7 @@ class GroupLink(NamedTuple):
 
 
 LABEL_VALUE_MAX = 63
+SCHEDULING_GROUP_SOURCE = "spec.schedulingGroup.podGroupName"
 
 
 def workload_group_name(workload: str, pod_group: str, replica_key: str = "") -> str:
@@ -35,12 +36,30 @@ def workload_group_name(workload: str, pod_group: str, replica_key: str = "") ->
     name = f"{workload}-{pod_group}"
     if replica_key:
         name = f"{name}-{replica_key}"
-    if len(name) <= LABEL_VALUE_MAX:
-        return name
-    # The name is also a label value (at most 63 characters): keep a readable prefix and make it
-    # unique with a digest of the whole.
+    return name if len(name) <= LABEL_VALUE_MAX else _shortened(name)
+
+
+def _shortened(name: str) -> str:
+    """The name is also a label value (at most 63 characters): keep a readable prefix and make it
+    unique with a digest of the whole."""
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]
     return f"{name[: LABEL_VALUE_MAX - len(digest) - 1].rstrip('-._')}-{digest}"
+
+
+def native_group_name(pod_group: str) -> str:
+    """The PodGroup Phalanx keeps for a native PodGroup (1.36+ ``spec.schedulingGroup``): the same
+    name, in Phalanx's own PodGroup group -- shortened with a digest like ``workload_group_name``
+    where it is longer than a label value may be."""
+    return pod_group if len(pod_group) <= LABEL_VALUE_MAX else _shortened(pod_group)
+
+
+def scheduling_group(spec: Mapping[str, object] | None) -> str | None:
+    """``spec.schedulingGroup.podGroupName``: the native PodGroup a pod belongs to, or None."""
+    group = spec.get("schedulingGroup") if spec is not None else None
+    if group is None or not isinstance(group, Mapping):  # None first: nearly always
+        return None
+    name = group.get("podGroupName")
+    return name if isinstance(name, str) and name else None
 
 
 def workload_ref(spec: Mapping[str, object] | None) -> tuple[str, str, str] | None:
@@ -108,6 +127,9 @@ def resolve(
     ref = workload_ref(spec)
     if ref is not None:
         return GroupLink(workload_group_name(*ref), "spec.workloadRef")
+    native = scheduling_group(spec)
+    if native is not None:
+        return GroupLink(native_group_name(native), SCHEDULING_GROUP_SOURCE)
     return None
 
 

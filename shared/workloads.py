@@ -4,9 +4,10 @@ Besides the built-in Job and StatefulSet, the kinds of the operators people trai
 (mpi-operator, JobSet, LeaderWorkerSet, KubeRay, Kubeflow Trainer): each top-level object is one
 gang (LeaderWorkerSet: one per leader+workers group), sized from its own spec.
 
-The webhook sizes a workload from the object it admits; the controller sizes it again from the
-object as it is now, so a gang follows its workload when that is scaled. Both call the functions
-here, so the two can never disagree. Pure: no I/O.
+Their groups, versions and plurals are in the registry (shared/kinds.py). The webhook sizes a
+workload from the object it admits; the controller sizes it again from the object as it is now, so
+a gang follows its workload when that is scaled. Both call the functions here, so the two can never
+disagree. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -35,15 +36,6 @@ def gvk_of(kind: Mapping[str, Any]) -> GVK:
         name if isinstance(name, str) else "",
     )
 
-
-POD: GVK = ("", "v1", "Pod")
-JOB: GVK = ("batch", "v1", "Job")
-STATEFULSET: GVK = ("apps", "v1", "StatefulSet")
-MPIJOB: GVK = ("kubeflow.org", "v2beta1", "MPIJob")
-JOBSET: GVK = ("jobset.x-k8s.io", "v1alpha2", "JobSet")
-LEADERWORKERSET: GVK = ("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet")
-RAYCLUSTER: GVK = ("ray.io", "v1", "RayCluster")
-TRAINJOB: GVK = ("trainer.kubeflow.org", "v1alpha1", "TrainJob")
 
 MPI_LAUNCHER = ("spec", "mpiReplicaSpecs", "Launcher")
 MPI_WORKER = ("spec", "mpiReplicaSpecs", "Worker")
@@ -181,31 +173,30 @@ def no_templates(_: dict[str, Any]) -> tuple[TemplatePath, ...]:
     return ()
 
 
-KINDS: dict[GVK, WorkloadKind] = {
-    JOB: WorkloadKind("Job", (("spec", "template"),), job_size, ("spec", "activeDeadlineSeconds")),
-    STATEFULSET: WorkloadKind("StatefulSet", (("spec", "template"),), statefulset_size),
-    MPIJOB: WorkloadKind(
-        "MPIJob",
-        ((*MPI_LAUNCHER, "template"), (*MPI_WORKER, "template")),
-        mpijob_size,
-        # mpi-operator hands runPolicy.activeDeadlineSeconds to the launcher's Job.
-        ("spec", "runPolicy", "activeDeadlineSeconds"),
-        max_size=mpijob_members,
-    ),
-    JOBSET: WorkloadKind("JobSet", jobset_templates, jobset_size),
-    LEADERWORKERSET: WorkloadKind(
-        "LeaderWorkerSet",
-        ((*LWS_TEMPLATE, "leaderTemplate"), (*LWS_TEMPLATE, "workerTemplate")),
-        leaderworkerset_size,
-        grouped_per_pod=True,
-    ),
-    RAYCLUSTER: WorkloadKind(
-        "RayCluster", raycluster_templates, raycluster_size, max_size=raycluster_max_size
-    ),
-    # A TrainJob has no pod template of its own: the Trainer makes a JobSet from its runtime, and
-    # that JobSet becomes the gang (owned by the TrainJob). Admitted only to warn.
-    TRAINJOB: WorkloadKind("TrainJob", no_templates, lambda _: 1),
-}
+# The sizing rule of each workload kind (shared/kinds.py gives each its group, versions and plural).
+JOB_RULE = WorkloadKind("Job", (("spec", "template"),), job_size, ("spec", "activeDeadlineSeconds"))
+STATEFULSET_RULE = WorkloadKind("StatefulSet", (("spec", "template"),), statefulset_size)
+MPIJOB_RULE = WorkloadKind(
+    "MPIJob",
+    ((*MPI_LAUNCHER, "template"), (*MPI_WORKER, "template")),
+    mpijob_size,
+    # mpi-operator hands runPolicy.activeDeadlineSeconds to the launcher's Job.
+    ("spec", "runPolicy", "activeDeadlineSeconds"),
+    max_size=mpijob_members,
+)
+JOBSET_RULE = WorkloadKind("JobSet", jobset_templates, jobset_size)
+LEADERWORKERSET_RULE = WorkloadKind(
+    "LeaderWorkerSet",
+    ((*LWS_TEMPLATE, "leaderTemplate"), (*LWS_TEMPLATE, "workerTemplate")),
+    leaderworkerset_size,
+    grouped_per_pod=True,
+)
+RAYCLUSTER_RULE = WorkloadKind(
+    "RayCluster", raycluster_templates, raycluster_size, max_size=raycluster_max_size
+)
+# A TrainJob has no pod template of its own: the Trainer makes a JobSet from its runtime, and
+# that JobSet becomes the gang (owned by the TrainJob). Admitted only to warn.
+TRAINJOB_RULE = WorkloadKind("TrainJob", no_templates, lambda _: 1)
 
 # LeaderWorkerSet labels each pod with its group's index (its own pod webhook does).
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"

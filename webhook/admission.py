@@ -10,8 +10,8 @@ import time
 from typing import NamedTuple
 
 from shared.jsonread import obj, text
+from shared.kinds import KINDS, POD
 from shared.logging import log_fields
-from shared.workloads import KINDS, POD
 from webhook.body import JSON_TYPE
 from webhook.metrics import WebhookMetrics
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate_request

@@ -18,7 +18,8 @@ from shared import constants as c
 from shared import workloads
 from shared.grouplink import GroupLink, declared_min_available, opted_in, resolve, skipped
 from shared.jsonread import get_in, obj, strings, text
-from shared.workloads import GVK, JOB, KINDS, POD, STATEFULSET, WorkloadKind, per_group_link
+from shared.kinds import JOB, KINDS, POD, STATEFULSET
+from shared.workloads import GVK, WorkloadKind, per_group_link
 from webhook import traps
 from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
 from webhook.traps import operator_traps

@@ -11,7 +11,8 @@ from typing import Any
 
 from shared import constants as c
 from shared.jsonread import get_in, integer, items, obj, strings, text
-from shared.workloads import GVK, JOBSET, LEADERWORKERSET, REPLICATED_JOBS
+from shared.kinds import JOBSET, LEADERWORKERSET
+from shared.workloads import GVK, REPLICATED_JOBS
 from webhook.patch import PatchBuilder
 
 PARALLEL = "Parallel"

@@ -21,7 +21,8 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from shared.workloads import GVK, JOB, MPIJOB, POD
+from shared.kinds import JOB, MPIJOB, POD
+from shared.workloads import GVK
 
 
 class _Kind(TypedDict, total=False):
@@ -43,6 +44,7 @@ class _PodSpec(TypedDict, total=False):
     schedulerName: Any
     nodeName: Any
     workloadRef: Any
+    schedulingGroup: Any  # 1.36+: the native PodGroup it belongs to
 
 
 class _Pod(TypedDict, total=False):
@@ -63,6 +65,7 @@ class _TemplateSpec(TypedDict, total=False):
     schedulingGates: Any
     schedulerName: Any
     workloadRef: Any
+    schedulingGroup: Any  # 1.36+: the native PodGroup it belongs to
     restartPolicy: Any  # a Job's: whether its pods may be ignored by a podFailurePolicy
 
 

@@ -25,9 +25,8 @@ from controller.core import (
     effective_requests,
 )
 from controller.core import messages as msg
-from shared import constants, grouplink
+from shared import constants, grouplink, native
 from shared.jsonread import (
-    annotations_of,
     get_in,
     integer,
     items,
@@ -39,9 +38,9 @@ from shared.jsonread import (
     strings,
     text,
 )
+from shared.kinds import KINDS
 from shared.podgroup import PodGroupSpec, PodGroupStatus, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
-from shared.workloads import KINDS
 
 
 def parse_time(value: object) -> float | None:
@@ -220,6 +219,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         unmodelled=_unmodelled(affinity, spec),
         group=link.name if link else None,
         workload=ref[:2] if ref else None,
+        scheduling_group=grouplink.scheduling_group(spec),
         owner=owner_of(meta),
         labels=labels,
         annotations=_kept_annotations(annotations),
@@ -391,19 +391,14 @@ class WorkloadApiRecord:
 
 
 def workload_api_record(raw: Mapping[str, Any]) -> WorkloadApiRecord:
+    """A Workload of any version Phalanx reads (shared/native.py says where each keeps its sizes)."""
     meta = metadata_of(raw)
-    min_counts = {}
-    for group in items(get_in(raw, "spec", "podGroups")):
-        min_count = get_in(group, "policy", "gang", "minCount")
-        if isinstance(min_count, int) and not isinstance(min_count, bool):
-            min_counts[text(get_in(group, "name"))] = min_count
-    timeout = annotations_of(raw).get(constants.SCHEDULE_TIMEOUT_ANNOTATION, "")
     return WorkloadApiRecord(
         namespace=text(meta.get("namespace")),
         name=text(meta.get("name")),
         uid=text(meta.get("uid")),
-        min_counts=min_counts,
-        timeout_seconds=int(timeout) if timeout.isdigit() and int(timeout) > 0 else None,
+        min_counts=native.workload_min_counts(raw),
+        timeout_seconds=native.timeout_annotation(raw),
     )
 
 

@@ -1,10 +1,12 @@
-"""The API resources the controller reads and writes, and their URL paths."""
+"""The API resources the controller reads and writes, and their URL paths: a view over the registry
+of kinds (shared/kinds.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared import constants
+from shared import kinds
+from shared.kinds import Kind, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,40 +38,55 @@ class ResourceType:
         return f"{self.plural}.{self.group or 'core'}"
 
 
-NODES = ResourceType("", "v1", "nodes", "Node", namespaced=False)
-NAMESPACES = ResourceType("", "v1", "namespaces", "Namespace", namespaced=False)
-PODS = ResourceType("", "v1", "pods", "Pod")
-EVENTS = ResourceType("", "v1", "events", "Event")
-PRIORITY_CLASSES = ResourceType(
-    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
-)
-PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-LEASES = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
-JOBS = ResourceType("batch", "v1", "jobs", "Job")
-STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet")
-WORKLOADS = ResourceType("scheduling.k8s.io", "v1alpha1", "workloads", "Workload")
+def of(kind: Kind, version: str | None = None) -> ResourceType:
+    """A registry kind as the controller addresses it, at the version Phalanx uses unless told."""
+    return ResourceType(kind.group, version or kind.version, kind.plural, kind.kind, kind.namespaced)
 
-# PodGroup kinds Phalanx serves. The first is where it creates PodGroups; the others are adopted
-# when a user applies them (manifests written for current scheduler-plugins or for KAI).
-PODGROUPS = ResourceType(
-    constants.PODGROUP_GROUP, constants.PODGROUP_VERSION, constants.PODGROUP_PLURAL, constants.PODGROUP_KIND
-)
-PODGROUPS_X_K8S = ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
-# KAI's PodGroup at its storage version (v2alpha2, as KAI ships it); the kai-compat CRD also serves
-# v2 with the same schema, so PodGroups applied at either version are read here.
-PODGROUPS_KAI = ResourceType("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
-PODGROUP_TYPES = (PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI)
 
+def every_version(kind: Kind) -> tuple[ResourceType, ...]:
+    return tuple(of(kind, version) for version in kind.versions)
+
+
+NODES = of(kinds.NODE_KIND)
+NAMESPACES = of(kinds.NAMESPACE_KIND)
+PODS = of(kinds.POD_KIND)
+EVENTS = of(kinds.EVENT_KIND)
+PRIORITY_CLASSES = of(kinds.PRIORITY_CLASS_KIND)
+PDBS = of(kinds.PDB_KIND)
+LEASES = of(kinds.LEASE_KIND)
+JOBS = of(kinds.JOB_KIND)
+STATEFULSETS = of(kinds.STATEFULSET_KIND)
+# The native Workload API at every version Phalanx reads, newest first: the controller watches the
+# first one the API server serves (``first_served``). WORKLOADS is the version v1alpha1 pods name.
+WORKLOAD_VERSIONS = every_version(kinds.NATIVE_WORKLOAD_KIND)
+NATIVE_PODGROUP_VERSIONS = every_version(kinds.NATIVE_PODGROUP_KIND)
+NATIVE_TYPES = (*WORKLOAD_VERSIONS, *NATIVE_PODGROUP_VERSIONS)
+WORKLOADS = of(kinds.NATIVE_WORKLOAD_KIND, "v1alpha1")
+NATIVE_PODGROUPS = NATIVE_PODGROUP_VERSIONS[0]
+
+# PodGroup kinds Phalanx serves, primary first: it creates PodGroups there.
+PODGROUP_TYPES = tuple(of(k) for k in kinds.of_role(Role.PODGROUP))
+PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI = PODGROUP_TYPES
 # Queues: Phalanx's own, and KAI's (served by the kai-compat component). Cluster-scoped.
-QUEUES = ResourceType(constants.QUEUE_GROUP, constants.QUEUE_VERSION, "queues", "Queue", namespaced=False)
-QUEUES_KAI = ResourceType("scheduling.run.ai", "v2", "queues", "Queue", namespaced=False)
-QUEUE_TYPES = (QUEUES, QUEUES_KAI)
-
-# The operators' kinds: their objects own a gang's PodGroup (controller/api/workload_owners.py).
-MPIJOBS = ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
-JOBSETS = ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
-LEADERWORKERSETS = ResourceType("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet")
-RAYCLUSTERS = ResourceType("ray.io", "v1", "rayclusters", "RayCluster")
+QUEUE_TYPES = tuple(of(k) for k in kinds.of_role(Role.QUEUE))
+QUEUES, QUEUES_KAI = QUEUE_TYPES
+MPIJOBS = of(kinds.MPIJOB_KIND)
+JOBSETS = of(kinds.JOBSET_KIND)
+LEADERWORKERSETS = of(kinds.LEADERWORKERSET_KIND)
+RAYCLUSTERS = of(kinds.RAYCLUSTER_KIND)
 # Workloads whose spec sizes their gang (shared/workloads.py): watched, so that a gang follows its
 # workload when that is scaled. (A TrainJob's gang is its JobSet's; a RayJob's, its RayCluster's.)
-SIZED_WORKLOAD_TYPES = (JOBS, STATEFULSETS, MPIJOBS, JOBSETS, LEADERWORKERSETS, RAYCLUSTERS)
+SIZED_WORKLOAD_TYPES = tuple(of(k) for k in kinds.of_role(Role.WORKLOAD) if k.follows_size)
+# Every workload kind the webhook admits (explain and audit read their objects).
+ADMITTED_WORKLOAD_TYPES = tuple(of(k) for k in kinds.ADMITTED)
+
+
+def first_served(types: list[ResourceType]) -> list[ResourceType]:
+    """One version of each resource: the first listed (newest) where several are served."""
+    seen: set[str] = set()
+    out = []
+    for rt in types:
+        if str(rt) not in seen:
+            seen.add(str(rt))
+            out.append(rt)
+    return out

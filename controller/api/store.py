@@ -28,8 +28,9 @@ from controller.api.records import (
 )
 from controller.api.resources import PODGROUP_TYPES, ResourceType
 from controller.core import GangKey, Node, Pod
-from shared import constants, grouplink
+from shared import constants, grouplink, native
 from shared.jsonread import JsonObject, metadata_of, name_of, namespace_of, obj, uid_of
+from shared.native import NativePodGroup
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,10 @@ class Store:
     budgets: dict[str, DisruptionBudget] = field(default_factory=dict)
     # Native Workload API objects by (namespace, name): each podGroup's minCount.
     workload_api: dict[tuple[str, str], WorkloadApiRecord] = field(default_factory=dict)
+    # Native PodGroups (1.36+) by (namespace, name): the policy of the gang their pods name.
+    native_podgroups: dict[tuple[str, str], NativePodGroup] = field(default_factory=dict)
+    # The version they are read at (the newest the API server serves): what owner references name.
+    native_podgroup_api_version: str = resources.NATIVE_PODGROUPS.api_version
     # The gang size of each workload's spec now, by (kind, namespace, name): a gang follows it.
     workload_sizes: dict[tuple[str, str, str], WorkloadSize] = field(default_factory=dict)
     # Admissions recorded by this process that the informers may not have delivered yet.
@@ -355,6 +360,24 @@ class Store:
         self.workload_api = {w.key: w for w in map(records.workload_api_record, items)}
         self._changed(None)
 
+    # ---- native PodGroups (scheduling.k8s.io, 1.36+) ---------------------------------------------------
+    def upsert_native_podgroup(self, raw: JsonObject) -> None:
+        group = native.native_podgroup(raw)
+        if self.native_podgroups.get(group.key) != group:
+            self.native_podgroups[group.key] = group
+            self._changed(GangKey(group.namespace, grouplink.native_group_name(group.name)))
+
+    def delete_native_podgroup(self, raw: JsonObject) -> None:
+        # Its Phalanx PodGroup is garbage-collected with it (owned), and its pods too where owned.
+        if self.native_podgroups.pop((namespace_of(raw), name_of(raw)), None) is not None:
+            self._changed(GangKey(namespace_of(raw), grouplink.native_group_name(name_of(raw))))
+
+    def replace_native_podgroups(self, items: list[JsonObject]) -> None:
+        old = set(self.native_podgroups)
+        self.native_podgroups = {g.key: g for g in map(native.native_podgroup, items)}
+        for namespace, name in old | set(self.native_podgroups):
+            self._changed(GangKey(namespace, grouplink.native_group_name(name)))
+
     # ---- workloads that size their gang (Job, StatefulSet, the operators' kinds) --------------------
     def upsert_workload_size(self, rt: ResourceType, raw: JsonObject) -> None:
         workload = records.workload_size_record(rt, raw)
@@ -423,8 +446,12 @@ def sinks_for(store: Store, podgroup_types: Iterable[ResourceType]) -> dict[str,
             store.upsert_priority_class, store.delete_priority_class, store.replace_priority_classes
         ),
         str(resources.PDBS): StoreSink(store.upsert_budget, store.delete_budget, store.replace_budgets),
+        # Every version of a native kind has the same key (plural.group): one is watched at a time.
         str(resources.WORKLOADS): StoreSink(
             store.upsert_workload, store.delete_workload, store.replace_workloads
+        ),
+        str(resources.NATIVE_PODGROUPS): StoreSink(
+            store.upsert_native_podgroup, store.delete_native_podgroup, store.replace_native_podgroups
         ),
     }
     for rt in resources.SIZED_WORKLOAD_TYPES:

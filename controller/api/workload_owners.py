@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.api.kube import ApiError, Kube
-from controller.api.resources import JOBSETS, LEADERWORKERSETS, MPIJOBS, RAYCLUSTERS, ResourceType
+from controller.api.resources import ResourceType, of
 from controller.core import Pod
-from shared import constants
+from shared import constants, kinds
+from shared.kinds import Role
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +25,13 @@ log = logging.getLogger(__name__)
 WorkloadKey = tuple[str, str, str]
 
 # (pod label naming the object, labels that must also match, its resource), first match wins.
-NAMING_LABELS: tuple[tuple[str, Mapping[str, str], ResourceType], ...] = (
-    ("jobset.sigs.k8s.io/jobset-name", {}, JOBSETS),
-    ("leaderworkerset.sigs.k8s.io/name", {}, LEADERWORKERSETS),
-    ("ray.io/cluster", {}, RAYCLUSTERS),
-    ("training.kubeflow.org/job-name", {"training.kubeflow.org/operator-name": "mpi-operator"}, MPIJOBS),
+NAMING_LABELS: tuple[tuple[str, Mapping[str, str], ResourceType], ...] = tuple(
+    (k.naming_label, k.naming_also, of(k)) for k in kinds.of_role(Role.WORKLOAD) if k.naming_label
 )
 # Owners above those that own the gang instead: (API group, kind).
-PARENT_KINDS = frozenset({("trainer.kubeflow.org", "TrainJob"), ("ray.io", "RayJob")})
+PARENT_KINDS = frozenset((k.group, k.kind) for k in kinds.REGISTRY if k.parent)
 # The built-in kinds that make pods themselves: (apiVersion, kind) of a pod's controlling owner.
-BUILT_IN_WORKLOADS = frozenset({("batch/v1", "Job"), ("apps/v1", "StatefulSet")})
+BUILT_IN_WORKLOADS = frozenset((k.api_version(), k.kind) for k in kinds.REGISTRY if k.makes_pods)
 
 
 def named_object(labels: Mapping[str, str]) -> tuple[ResourceType, str] | None:

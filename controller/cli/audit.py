@@ -24,16 +24,9 @@ from controller.pipeline.podgroups import declared_size, waiting_message
 from shared import constants
 from shared.grouplink import workload_group_name
 from shared.jsonread import get_in, integer
+from shared.kinds import KINDS
 from shared.podgroup import PodGroupSpec
-from shared.workloads import (
-    GVK,
-    KINDS,
-    MPI_LAUNCHER,
-    MPI_WORKER,
-    WAIT_FOR_WORKERS_READY,
-    WorkloadKind,
-    job_size,
-)
+from shared.workloads import GVK, MPI_LAUNCHER, MPI_WORKER, WAIT_FOR_WORKERS_READY, WorkloadKind, job_size
 from webhook.mutate import MutationConfig, Outcome, mutate
 from webhook.patch import APPEND
 

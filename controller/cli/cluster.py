@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from controller.api import resources as r
 from controller.api.kube import ApiError, Kube
 from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
@@ -23,17 +24,14 @@ from controller.pipeline.gangs import GangView
 from controller.pipeline.podgroups import PodGroupFactory, waiting_message
 from controller.runtime.config import ControllerSettings
 from controller.runtime.wiring import WATCHED, informer_sinks, planner_config
-from shared import constants
+from shared import constants, kinds
 from shared.jsonread import JsonObject
-from shared.workloads import KINDS
 
-DEPLOYMENTS = ResourceType("apps", "v1", "deployments", "Deployment")
-STATEFULSETS = ResourceType("apps", "v1", "statefulsets", "StatefulSet")
+DEPLOYMENTS = r.of(kinds.DEPLOYMENT_KIND)  # the controller's own: its planner settings
+STATEFULSETS = r.STATEFULSETS
 # Read besides what the controller watches: owners of members (explain Job/x, MPIJob/x) and the
 # workloads the audit dry-runs the webhook on.
-WORKLOAD_TYPES = tuple(
-    ResourceType(group, version, f"{kind.lower()}s", kind) for group, version, kind in KINDS
-)
+WORKLOAD_TYPES = r.ADMITTED_WORKLOAD_TYPES
 
 
 @dataclass
@@ -82,9 +80,9 @@ async def load(
     """List everything once and build the snapshot the controller would plan on at ``now``."""
     wanted = list(dict.fromkeys([*WATCHED, *extra]))  # Jobs and StatefulSets are watched as well
     served_flags = await asyncio.gather(*(kube.served(resource_type) for resource_type in wanted))
-    served_types = [
-        resource_type for resource_type, served in zip(wanted, served_flags, strict=True) if served
-    ]
+    served_types = r.first_served(
+        [resource_type for resource_type, served in zip(wanted, served_flags, strict=True) if served]
+    )
     lists = await asyncio.gather(*(kube.list(resource_type) for resource_type in served_types))
     store = Store()
     sinks = informer_sinks(store, served_types)

@@ -470,6 +470,19 @@ def size_source_min_count(workload: str) -> str:
     return f"Workload {workload} minCount"
 
 
+def size_source_native(namespace: str, name: str, group: str) -> str:
+    """A native PodGroup (1.36+) the members name in spec.schedulingGroup; ``group``: its API group."""
+    return f"PodGroup {namespace}/{name} ({group})"
+
+
+def size_source_native_min_count(name: str) -> str:
+    return f"PodGroup {name} minCount"
+
+
+def size_source_native_basic(name: str) -> str:
+    return f"PodGroup {name} basic policy (no gang)"
+
+
 def size_source_declared() -> str:
     return "the members' declared size"
 
@@ -489,6 +502,13 @@ def link_label(key: str) -> str:
 
 def link_annotation(key: str) -> str:
     return f"annotation {key}"
+
+
+def waiting_for_native_podgroup(source: str) -> str:
+    return (
+        f"waiting for {source}: the pods name it in spec.schedulingGroup.podGroupName but it does not "
+        "exist yet; no member starts before the gang's size is known"
+    )
 
 
 def waiting_for_size(source: str, workload_named: bool, min_member_annotation: str) -> str:

@@ -102,6 +102,8 @@ class Pod:
     group: str | None = None  # canonical PodGroup name (same namespace), None for non-gang pods
     # spec.workloadRef (workload, podGroup): where a native Workload's gang size comes from.
     workload: tuple[str, str] | None = None
+    # spec.schedulingGroup.podGroupName (1.36+): the native PodGroup whose policy sizes the gang.
+    scheduling_group: str | None = None
     owner: OwnerRef | None = None  # controlling owner (Job, StatefulSet, MPIJob, ...)
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)

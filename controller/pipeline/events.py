@@ -17,12 +17,14 @@ from typing import Any
 
 from controller.api.kube import ApiError, Kube
 from controller.api.records import PodGroupRecord
-from controller.api.resources import EVENTS
+from controller.api.resources import EVENTS, NATIVE_PODGROUPS, WORKLOADS
 from controller.core import EventReason, Pod
 from controller.core import messages as msg
 from controller.pipeline.status import iso
 
 log = logging.getLogger(__name__)
+# The native objects a PodGroup Phalanx made may be owned by: its Events are mirrored there.
+NATIVE_KINDS = frozenset({WORKLOADS.kind, NATIVE_PODGROUPS.kind})
 # Who reports: reportingComponent is domain-qualified (as kubernetes.io/kubelet is); source is what
 # `kubectl describe` shows under "From".
 REPORTING_COMPONENT = "phalanx.io/controller"
@@ -96,9 +98,9 @@ class EventRecorder:
             return
         mirrors = []
         for owner in record.owner_references:
-            # Users of the native Workload API look at their Workload: tell them there too.
-            if owner.get("kind") != "Workload" or not str(owner.get("apiVersion", "")).startswith(
-                "scheduling.k8s.io/"
+            # Users of the native Workload API look at their Workload or PodGroup: tell them there too.
+            if owner.get("kind") not in NATIVE_KINDS or not str(owner.get("apiVersion", "")).startswith(
+                f"{NATIVE_PODGROUPS.group}/"
             ):
                 continue
             uid = str(owner.get("uid", "")) or f"{record.namespace}/{owner['name']}"
@@ -111,7 +113,7 @@ class EventRecorder:
                     },
                     "involvedObject": {
                         "apiVersion": owner["apiVersion"],
-                        "kind": "Workload",
+                        "kind": owner["kind"],
                         "name": owner["name"],
                         "namespace": record.namespace,
                         "uid": owner.get("uid", ""),

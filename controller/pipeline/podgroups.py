@@ -22,12 +22,13 @@ from typing import Any
 from controller.api import workload_owners
 from controller.api.kube import ApiError, Kube
 from controller.api.records import PodGroupRecord
-from controller.api.resources import PODGROUPS, WORKLOADS
+from controller.api.resources import NATIVE_PODGROUPS, PODGROUPS, WORKLOADS
 from controller.api.store import Store
 from controller.core import GangKey, Pod
 from controller.core import messages as msg
 from controller.pipeline.gangs import inferred_min_member, member_annotation, spec_sizes
 from shared import constants, grouplink
+from shared.native import NativePodGroup
 from shared.podgroup import PodGroupSpec
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ MIN_MEMBER_SOURCE = "phalanx.io/min-member-source"
 # kubectl writes this on every object it applies: its presence means a user applied the spec.
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 WORKLOAD_API_VERSION = WORKLOADS.api_version
+NATIVE_GROUP = NATIVE_PODGROUPS.group
 # The source of a size read from the workload's spec: it follows the workload when that is scaled.
 WORKLOAD_SPEC = msg.size_source_workload_spec()
 
@@ -48,6 +50,7 @@ class Sizing:
     source: str  # where min_member came from, or what is missing
     owner: dict[str, Any] | None = None
     workload: tuple[str, str] | None = None  # (name, podGroup) of a Workload the members name
+    native: str | None = None  # the native PodGroup the members name (spec.schedulingGroup)
     # Members beyond min_member that may join (elastic), counted with it; None: no bound.
     max_member: int | None = None
 
@@ -78,6 +81,9 @@ def _owner_of(members: list[Pod]) -> dict[str, Any] | None:
 def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     """What the members say the gang's size is, in the precedence docs/user-guide.md documents
     ("The gang's size")."""
+    native = next((p.scheduling_group for p in members if p.scheduling_group), None)
+    if native is not None:
+        return native_size(key, native, store)
     for pod in members:
         if pod.workload is None:
             continue
@@ -90,8 +96,8 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
             )
         owner = (
             {
-                "apiVersion": "scheduling.k8s.io/v1alpha1",
-                "kind": "Workload",
+                "apiVersion": WORKLOAD_API_VERSION,
+                "kind": WORKLOADS.kind,
                 "name": workload,
                 "uid": record.uid,
             }
@@ -125,7 +131,26 @@ def declared_size(key: GangKey, members: list[Pod], store: Store) -> Sizing:
     )
 
 
+def native_size(key: GangKey, name: str, store: Store) -> Sizing:
+    """The size of a native PodGroup's gang (1.36+): its gang policy's minCount; the basic policy
+    is no gang, so its pods are admitted one by one (a gang of 1)."""
+    group = store.native_podgroups.get((key.namespace, name))
+    if group is None:
+        return Sizing(None, msg.size_source_native(key.namespace, name, NATIVE_GROUP), native=name)
+    owner = {
+        "apiVersion": store.native_podgroup_api_version,
+        "kind": NATIVE_PODGROUPS.kind,
+        "name": name,
+        "uid": group.uid,
+    }
+    if group.min_count is None:
+        return Sizing(1, msg.size_source_native_basic(name), owner, native=name)
+    return Sizing(group.min_count, msg.size_source_native_min_count(name), owner, native=name)
+
+
 def waiting_message(sizing: Sizing) -> str:
+    if sizing.native is not None:
+        return msg.waiting_for_native_podgroup(sizing.source)
     return msg.waiting_for_size(sizing.source, sizing.workload is not None, constants.MIN_MEMBER_ANNOTATION)
 
 
@@ -143,13 +168,23 @@ class PodGroupFactory:
         )
         if workload is not None and workload.timeout_seconds is not None:
             timeout = str(workload.timeout_seconds)
+        group = self.store.native_podgroups.get((key.namespace, sizing.native)) if sizing.native else None
+        if group is not None:
+            timeout = self._native_timeout(group) or timeout
         spec = PodGroupSpec(
             min_member=sizing.min_member,
             schedule_timeout_seconds=int(timeout)
             if timeout and timeout.isdigit() and int(timeout) > 0
             else None,
-            topology_required=member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION),
-        )
+            # Resolved through its PriorityClass like any PodGroup's; a raw priority is not copied.
+            priority_class_name=group.priority_class_name if group is not None else None,
+            # A child of a CompositePodGroup starts with its siblings (Phalanx's hierarchical gangs).
+            parent_pod_group=grouplink.native_group_name(group.parent) if group and group.parent else None,
+            # A native PodGroup's own constraints win over what its members' workload says.
+            topology_required=(group.topology_key if group else None)
+            or member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION),
+            disruption_mode=group.disruption_mode if group is not None else None,
+        ).to_json()
         annotations = {MIN_MEMBER_SOURCE: sizing.source}
         # Made again after a deletion: the members admitted under the old one stay admitted.
         previous = self.store.deleted_admissions.get(key)
@@ -167,8 +202,15 @@ class PodGroupFactory:
             "apiVersion": PODGROUPS.api_version,
             "kind": PODGROUPS.kind,
             "metadata": metadata,
-            "spec": spec.to_json(),
+            "spec": spec,
         }
+
+    def _native_timeout(self, group: NativePodGroup) -> str | None:
+        """Phalanx's timeout annotation on the native PodGroup, else on the Workload it was made from."""
+        if group.timeout_seconds is not None:
+            return str(group.timeout_seconds)
+        workload = self.store.workload_api.get((group.namespace, group.workload)) if group.workload else None
+        return str(workload.timeout_seconds) if workload and workload.timeout_seconds else None
 
     def sizing(self, key: GangKey) -> Sizing | None:
         """The size of a gang that has no PodGroup and needs one (None: it needs none now)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from controller.api import resources as r
 from controller.api.informer import Informer
 from controller.api.kube import Kube
 from controller.api.resources import ResourceType
@@ -74,9 +75,12 @@ class Controller:
                 served.append(rt)
             else:
                 log.info("resource not served, not watched yet", extra={"resource": str(rt)})
-        return served
+        return r.first_served(served)
 
     def _start_informers(self, group: asyncio.TaskGroup, types: list[ResourceType]) -> None:
+        for rt in types:
+            if rt in r.NATIVE_PODGROUP_VERSIONS:
+                self.store.native_podgroup_api_version = rt.api_version
         informers = [Informer(self.kube, rt, self.sinks[str(rt)]) for rt in types]
         self.informers.extend(informers)
         for informer in informers:
@@ -88,8 +92,8 @@ class Controller:
         informer joins the same task group, so its crash stops the process like any other's."""
         while True:
             await asyncio.sleep(self.settings.resync_seconds)
-            watched = {i.rt for i in self.informers}
-            missing = [rt for rt in WATCHED if rt not in watched]
+            watched = {str(i.rt) for i in self.informers}  # any version of it
+            missing = [rt for rt in WATCHED if str(rt) not in watched]
             if not missing:
                 continue
             try:

@@ -30,7 +30,9 @@ WATCHED = [
     r.PODS,
     r.PRIORITY_CLASSES,
     r.PDBS,
-    r.WORKLOADS,
+    # The native gang API at each version Phalanx reads: only the newest served one is watched.
+    *r.WORKLOAD_VERSIONS,
+    *r.NATIVE_PODGROUP_VERSIONS,
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
     *r.SIZED_WORKLOAD_TYPES,

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from shared import constants as c
-from shared.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
+from shared.kinds import JOB, MPIJOB, POD, STATEFULSET
+from shared.workloads import GVK
 from tests.localcluster.stages import RUN_FOR_ANNOTATION
 
 Obj = dict[str, Any]

@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from controller.api import resources as r
 from controller.api.informer import Informer
+from controller.api.resources import ResourceType
 from controller.api.store import Store, sinks_for
 from controller.pipeline.reconciler import REPLAN
 from controller.runtime.app import Controller, LeadershipLost
@@ -79,7 +80,7 @@ async def test_metrics_are_served_in_the_prometheus_text_format() -> None:
 async def controller() -> AsyncIterator[tuple[FakeKube, Controller, int]]:
     """Controller.run() with informers, queue and reconciler live; no leader election."""
     kube = FakeKube()
-    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.unserved = {*r.NATIVE_TYPES, r.PODGROUPS_KAI}
     kube.seed(r.NODES, node("node-0"), node("node-1"))
     kube.seed(r.NAMESPACES, namespace())
     port = free_port()
@@ -161,7 +162,7 @@ async def test_a_gang_seen_while_standby_is_served_after_becoming_leader() -> No
 
 async def test_a_podgroup_kind_served_after_the_start_is_watched_from_then_on() -> None:
     kube = FakeKube()
-    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.unserved = {*r.NATIVE_TYPES, r.PODGROUPS_KAI}
     kube.seed(r.NODES, node("node-0"), node("node-1"))
     kube.seed(r.NAMESPACES, namespace())
     settings = ControllerSettings(
@@ -172,9 +173,46 @@ async def test_a_podgroup_kind_served_after_the_start_is_watched_from_then_on() 
     try:
         await until(lambda: ctl.synced)
         assert r.PODGROUPS_KAI not in {i.rt for i in ctl.informers}
-        kube.unserved = {r.WORKLOADS}  # the kai-compat component is installed later
+        kube.unserved = {*r.NATIVE_TYPES}  # the kai-compat component is installed later
         await until(lambda: r.PODGROUPS_KAI in {i.rt for i in ctl.informers} and ctl.synced)
         assert not task.done()  # the controller keeps running
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.parametrize(
+    ("served", "watched"),
+    [
+        (r.NATIVE_TYPES, {str(r.WORKLOAD_VERSIONS[0]): "v1beta1", str(r.NATIVE_PODGROUPS): "v1beta1"}),
+        ((r.WORKLOADS,), {str(r.WORKLOADS): "v1alpha1"}),  # 1.35: Workloads of v1alpha1 only
+        (  # 1.36
+            tuple(rt for rt in r.NATIVE_TYPES if rt.version == "v1alpha2"),
+            {str(r.WORKLOADS): "v1alpha2", str(r.NATIVE_PODGROUPS): "v1alpha2"},
+        ),
+        ((), {}),  # a server without the native API: nothing of it is watched, nothing breaks
+    ],
+    ids=["newest-of-several", "v1alpha1-only", "v1alpha2-only", "none"],
+)
+async def test_the_native_api_is_read_at_the_newest_version_the_server_serves(
+    served: tuple[ResourceType, ...], watched: dict[str, str]
+) -> None:
+    kube = FakeKube()
+    kube.unserved = {rt for rt in r.NATIVE_TYPES if rt not in served}
+    kube.seed(r.NODES, node("node-0"))
+    kube.seed(r.NAMESPACES, namespace())
+    settings = ControllerSettings(
+        leader_election=False, health_bind_address="127.0.0.1", health_port=free_port(), resync_seconds=0.05
+    )
+    ctl = Controller(settings, kube)
+    task = asyncio.create_task(ctl.run())
+    try:
+        await until(lambda: ctl.synced)
+        await asyncio.sleep(0.2)  # a few looks for new kinds: none adds a second version
+        native = {str(i.rt): i.rt.version for i in ctl.informers if i.rt.group == "scheduling.k8s.io"}
+        native.pop(str(r.PRIORITY_CLASSES))
+        assert native == watched
+        assert not task.done()
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -184,7 +222,7 @@ async def test_an_informer_started_later_is_supervised_too() -> None:
     """Every long-running task is in one TaskGroup: the crash of an informer started after the
     launch stops the controller (to be restarted) instead of leaving a kind silently unwatched."""
     kube = FakeKube()
-    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.unserved = {*r.NATIVE_TYPES, r.PODGROUPS_KAI}
     kube.seed(r.NODES, node("node-0"))
     kube.seed(r.NAMESPACES, namespace())
     settings = ControllerSettings(
@@ -206,7 +244,7 @@ async def test_an_informer_started_later_is_supervised_too() -> None:
             group.create_task(crashing())
 
         ctl._start_informers = start  # type: ignore[method-assign]
-        kube.unserved = {r.WORKLOADS}  # a kind becomes served: its informer starts, and crashes
+        kube.unserved = {*r.NATIVE_TYPES}  # a kind becomes served: its informer starts, and crashes
         with pytest.raises(ExceptionGroup) as raised:
             await asyncio.wait_for(task, 5)
         assert raised.value.exceptions == (crash,)
@@ -217,7 +255,7 @@ async def test_an_informer_started_later_is_supervised_too() -> None:
 
 async def test_lost_leadership_ends_the_run_with_leadership_lost() -> None:
     kube = FakeKube()
-    kube.unserved = {r.WORKLOADS, r.PODGROUPS_KAI}
+    kube.unserved = {*r.NATIVE_TYPES, r.PODGROUPS_KAI}
     kube.seed(r.NODES, node("node-0"))
     kube.seed(r.NAMESPACES, namespace())
     settings = ControllerSettings(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.api import resources as r
 from controller.api.kube import ApiError
-from controller.api.workload_owners import JOBSETS
+from controller.api.resources import JOBSETS
 from tests.component.controller.harness import JOB, KEY, NS, Harness, gang
 
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"

@@ -53,6 +53,7 @@ CONTROLLER_NEEDS = [
     ("", "events", "get create patch"),
     ("scheduling.k8s.io", "priorityclasses", "get list watch"),
     ("scheduling.k8s.io", "workloads", "get list watch"),
+    ("scheduling.k8s.io", "podgroups", "get list watch"),  # the native ones (1.36+)
     ("batch", "jobs", "get list watch patch"),
     ("apps", "statefulsets", "get list watch"),
     *[
@@ -105,6 +106,11 @@ def test_the_controller_cannot_do_more_than_it_needs() -> None:
     assert not can(OBJECTS, sa, "list", "trainjobs", "trainer.kubeflow.org")
     assert not can(OBJECTS, sa, "patch", "statefulsets", "apps")
     assert not can(OBJECTS, sa, "patch", "mpijobs", "kubeflow.org")
+    # The native gang API is read, never written: its objects are the user's and the scheduler's.
+    for verb in ("create", "patch", "update", "delete"):
+        assert not can(OBJECTS, sa, verb, "podgroups", "scheduling.k8s.io")
+        assert not can(OBJECTS, sa, verb, "workloads", "scheduling.k8s.io")
+    assert not can(OBJECTS, sa, "patch", "podgroups/status", "scheduling.k8s.io")
 
 
 def test_leader_election_is_one_lease_in_the_own_namespace() -> None:

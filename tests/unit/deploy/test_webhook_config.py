@@ -6,23 +6,31 @@ from typing import Any
 
 import pytest
 
-from shared import constants
+from shared import constants, kinds
 from webhook.config import WebhookSettings
 
 from .manifests import DEPLOY, load, named
 
+# What the registry says the webhook admits: every workload kind with a sizing rule, and pods.
 EXPECTED_RULES = {
-    "workloads.phalanx.io": {
-        ("batch", "v1", "jobs"),
-        ("apps", "v1", "statefulsets"),
-        ("kubeflow.org", "v2beta1", "mpijobs"),
-        ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
-        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-        ("ray.io", "v1", "rayclusters"),
-        ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-    },
-    "pods.phalanx.io": {("", "v1", "pods")},
+    "workloads.phalanx.io": {(k.group, k.version, k.plural) for k in kinds.ADMITTED},
+    "pods.phalanx.io": {(kinds.POD_KIND.group, kinds.POD_KIND.version, kinds.POD_KIND.plural)},
 }
+
+
+def test_the_registry_admits_the_operators_kinds() -> None:
+    """The registry itself, so that the view above cannot lose a kind unnoticed."""
+    assert {k.kind for k in kinds.ADMITTED} == {
+        "Job",
+        "StatefulSet",
+        "MPIJob",
+        "JobSet",
+        "LeaderWorkerSet",
+        "RayCluster",
+        "TrainJob",
+    }
+
+
 # Each entry has a twin for objects opted in by their own label, in namespaces that are not.
 OPTED_IN_TWINS = {
     "opted-in-workloads.phalanx.io": "workloads.phalanx.io",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from shared.grouplink import resolve, workload_group_name
+from shared.grouplink import native_group_name, resolve, workload_group_name
 
 LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -40,3 +40,23 @@ def test_kai_links_both_as_it_ships_and_as_older_tutorials_wrote_them() -> None:
     # Both present and disagreeing: the form KAI ships wins.
     both = resolve({}, {"scheduling.run.ai/pod-group": "old", "pod-group-name": "new"})
     assert both is not None and both.name == "new"
+
+
+def test_a_pod_of_a_native_podgroup_joins_the_gang_of_that_name() -> None:
+    link = resolve({}, {}, {"schedulingGroup": {"podGroupName": "train"}})
+    assert link is not None and (link.name, link.source) == ("train", "spec.schedulingGroup.podGroupName")
+
+
+def test_a_long_native_podgroup_name_is_shortened_to_a_valid_label_value() -> None:
+    name = native_group_name("p" * 100)
+    assert len(name) <= 63 and LABEL_VALUE.match(name) and name != native_group_name("p" * 99)
+
+
+def test_the_canonical_label_still_wins_over_the_scheduling_group() -> None:
+    link = resolve({"phalanx.io/pod-group": "mine"}, {}, {"schedulingGroup": {"podGroupName": "train"}})
+    assert link is not None and link.name == "mine"
+
+
+def test_a_scheduling_group_without_a_name_is_no_link() -> None:
+    assert resolve({}, {}, {"schedulingGroup": {}}) is None
+    assert resolve({}, {}, {"schedulingGroup": {"podGroupName": 3}}) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.workloads import KINDS, MPIJOB, RAYCLUSTER, STATEFULSET
+from shared.kinds import KINDS, MPIJOB, RAYCLUSTER, STATEFULSET
 
 
 def mpijob(workers: int, policy: str | None = None) -> dict[str, Any]:

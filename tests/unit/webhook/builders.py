@@ -9,7 +9,8 @@ from typing import Any
 import jsonpatch  # type: ignore[import-untyped]
 import jsonpointer  # type: ignore[import-untyped]
 
-from shared.workloads import GVK, POD
+from shared.kinds import POD
+from shared.workloads import GVK
 from tests.builders import Builder
 
 Obj = dict[str, Any]

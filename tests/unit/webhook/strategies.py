@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from shared import constants as c
-from shared.workloads import JOB, MPIJOB, POD, STATEFULSET
+from shared.kinds import JOB, MPIJOB, POD, STATEFULSET
 from tests.builders import job, mpijob, pod, statefulset
 
 GVKS = [POD, JOB, STATEFULSET, MPIJOB]
@@ -30,6 +30,8 @@ KEYS = [
     "nodeName",
     "workloadRef",
     "podGroup",
+    "schedulingGroup",
+    "podGroupName",
     "replicas",
     "parallelism",
     "completions",
@@ -75,6 +77,7 @@ valid_objects = st.sampled_from(
         mpijob().workers(4).launcher_policy("WaitForWorkersReady"),
         pod().annotation(c.KAI_ANNOTATION, "pg"),
         pod().workload_ref("w", "g").scheduler("kai-scheduler"),
+        pod().scheduling_group("pg"),
     ]
 )
 

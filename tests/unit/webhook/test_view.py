@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shared import constants as c
-from shared.workloads import GVK, JOB, MPIJOB, POD, STATEFULSET
+from shared.kinds import JOB, MPIJOB, POD, STATEFULSET
+from shared.workloads import GVK
 from tests.builders import job, mpijob, pod
 from webhook import view
 from webhook.admission import Admitter, _log
@@ -45,6 +46,7 @@ REALISTIC: dict[GVK, list[Any]] = {
         pod().label(c.POD_GROUP_LABEL, "pg").gate(c.GATE),
         pod().label(c.COSCHEDULING_LABEL, "pg").label(c.COSCHEDULING_MIN_AVAILABLE_LABEL, "3"),
         pod().workload_ref("w", "g").scheduler("kai-scheduler"),
+        pod().scheduling_group("pg"),
         pod().scheduler("volcano"),
         pod(),
     ],
@@ -85,6 +87,7 @@ _TEMPLATE_FIELDS = [
     (["spec", "schedulerName"], "volcano"),
     (["spec", "restartPolicy"], "OnFailure"),
     (["spec", "workloadRef"], {"name": "w", "podGroup": "g"}),
+    (["spec", "schedulingGroup"], {"podGroupName": "pg"}),
 ]
 FIELDS: dict[GVK, list[tuple[list[str], Any]]] = {
     POD: [

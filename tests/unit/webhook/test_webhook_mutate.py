@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from shared import constants as c
-from shared.workloads import JOB
+from shared.kinds import JOB
 from tests.builders import Builder, job, mpijob, pod, statefulset
 from webhook.mutate import Mutation, MutationConfig, Outcome, mutate
 
@@ -322,6 +322,8 @@ def test_scheduler_rewrite_is_configurable() -> None:
         # Each replica of a Workload podGroup is a gang of its own.
         (pod().workload_ref("training", "workers", "r1"), "training-workers-r1"),
         (pod().workload_ref("training", "workers", ""), "training-workers"),
+        # 1.36+: a native PodGroup's gang keeps its name.
+        (pod().scheduling_group("training"), "training"),
     ],
 )
 def test_pod_link_forms(builder: Builder, expected: str) -> None:
@@ -330,6 +332,14 @@ def test_pod_link_forms(builder: Builder, expected: str) -> None:
     assert gates(out) == [c.GATE]
     assert out["metadata"]["labels"][c.POD_GROUP_LABEL] == expected
     assert mutation.warnings[0].startswith(f"phalanx: pod joins gang '{expected}'")
+
+
+def test_a_pod_of_a_native_podgroup_is_told_where_its_gang_comes_from() -> None:
+    mutation, out = run(pod().scheduling_group("training"))
+    assert out["spec"]["schedulingGroup"] == {"podGroupName": "training"}  # immutable: left as it is
+    assert mutation.warnings[0] == (
+        f"phalanx: pod joins gang 'training' (from spec.schedulingGroup.podGroupName) at gate {c.GATE}"
+    )
 
 
 def test_pod_without_link_passes_untouched() -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from shared import constants as c
-from shared.workloads import GVK, JOBSET, LEADERWORKERSET, RAYCLUSTER, STATEFULSET, TRAINJOB
+from shared.kinds import JOBSET, LEADERWORKERSET, RAYCLUSTER, STATEFULSET, TRAINJOB
+from shared.workloads import GVK
 from webhook.mutate import MutationConfig, Outcome, mutate
 
 from .builders import apply_patch, request
