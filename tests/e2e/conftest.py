@@ -1,4 +1,15 @@
+from collections.abc import Iterator
+
 import pytest
+
+from tests.localcluster import LocalCluster
+from tests.localcluster.cluster import ClusterConfig
+from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.phalanx import Phalanx
+
+# The alpha parts of 1.37's Workload API, off on any cluster by default: the Job controller making a
+# Job's Workload and PodGroup, a PodGroup's topology constraint, CompositePodGroups (v1alpha3).
+ALPHA_GATES = ("WorkloadWithJob", "TopologyAwareWorkloadScheduling", "CompositePodGroup")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -6,3 +17,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def alpha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Phalanx]]:
+    """A second control plane with those gates on (and Phalanx on it), started once for the tests
+    that need it; each adds its own NodePool, so their capacity does not mix."""
+    cluster = LocalCluster(
+        ClusterConfig(
+            name="phalanx-alpha",
+            workdir=tmp_path_factory.mktemp("alpha-cluster"),
+            fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1),
+            feature_gates=ALPHA_GATES,
+            runtime_config=("scheduling.k8s.io/v1alpha3",),
+        )
+    )
+    phalanx = Phalanx(cluster)
+    try:
+        try:
+            cluster.up()
+        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
+            cluster.up()
+        phalanx.up()
+        yield cluster, phalanx
+    finally:
+        phalanx.down()
+        cluster.down()

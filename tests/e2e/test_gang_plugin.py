@@ -9,7 +9,6 @@ Workload and PodGroup itself (WorkloadWithJob), the Job is still one gang.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,8 +18,6 @@ from tests.conftest import NodePool, _namespace
 from tests.e2e.kube import apply, bound, gated, held_through_a_pass, podgroup, pods
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
-from tests.localcluster.cluster import ClusterConfig
-from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.phalanx import Phalanx
 
 pytestmark = pytest.mark.k8s_versions("1.37")
@@ -99,40 +96,18 @@ def test_a_64_pod_gang_starts_whole_and_a_second_one_waits_whole(
     eventually(lambda: bound_or_done(cluster, gang_namespace, "next") == 64, 180, what="the next gang whole")
 
 
-@pytest.fixture(scope="module")
-def job_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Phalanx]]:
-    """A control plane whose Job controller makes each Job's Workload and PodGroup (WorkloadWithJob)."""
-    cluster = LocalCluster(
-        ClusterConfig(
-            name="phalanx-jobgangs",
-            workdir=tmp_path_factory.mktemp("jobgang-cluster"),
-            fleet=FleetSpec(gpu_nodes=1, gpus_per_node=8, cpu_nodes=0),
-            feature_gates=("WorkloadWithJob",),
-        )
-    )
-    phalanx = Phalanx(cluster)
-    try:
-        try:
-            cluster.up()
-        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
-            cluster.up()
-        phalanx.up()
-        yield cluster, phalanx
-    finally:
-        phalanx.down()
-        cluster.down()
-
-
 def test_a_job_whose_podgroup_the_job_controller_made_is_one_gang(
-    job_cluster: tuple[LocalCluster, Phalanx],
+    alpha_cluster: tuple[LocalCluster, Phalanx],
 ) -> None:
-    cluster, phalanx = job_cluster
+    """WorkloadWithJob on: the Job controller makes each Job's Workload and PodGroup itself."""
+    cluster, phalanx = alpha_cluster
+    pool = NodePool(cluster, "jobgangs")
+    pool.add(1, gpus=8)
     ns = next(namespaces := _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"}))
     gang = {"schedulingPolicy": {"gang": {"minCount": 5}}}
     for name, run_for in (("first", "8s"), ("second", "2s")):
-        apply(
-            cluster, ns, builders.job(name).parallelism(5).gpus(1).run_for(run_for).scheduling(gang).build()
-        )
+        job = builders.job(name).parallelism(5).gpus(1).run_for(run_for).scheduling(gang)
+        apply(cluster, ns, job.node_selector(pool.selector).build())
     eventually(lambda: bound_or_done(cluster, ns, "first") == 5, 90, what="first Job bound whole")
     members = live(cluster, ns, "first")
     native = {p["spec"].get("schedulingGroup", {}).get("podGroupName") for p in members}
@@ -158,3 +133,4 @@ def test_a_job_whose_podgroup_the_job_controller_made_is_one_gang(
     )
     eventually(lambda: bound_or_done(cluster, ns, "second") == 5, 90, what="second Job admitted whole")
     next(namespaces, None)
+    pool.delete()

@@ -46,6 +46,8 @@ class ClusterConfig:
     gang_plugin: bool | None = None
     # Further feature gates to turn on in every component (e.g. WorkloadWithJob).
     feature_gates: tuple[str, ...] = ()
+    # Further API versions to serve (e.g. scheduling.k8s.io/v1alpha3 for CompositePodGroups).
+    runtime_config: tuple[str, ...] = ()
     scheduler_qps: int = 50  # kube-scheduler's own default; raise for throughput benchmarks
     scheduler_burst: int = 100
     # The Job controller's client rate (kube-controller-manager's --kube-api-qps); None: its default.
@@ -179,7 +181,9 @@ class LocalCluster:
             "kubeAuthorization": True,
             "kubeAdmission": True,
             "kubeFeatureGates": k8s.feature_gates(self.config.runs_gang_plugin, self.config.feature_gates),
-            "kubeRuntimeConfig": k8s.runtime_config,
+            "kubeRuntimeConfig": ",".join(
+                [k8s.runtime_config, *(f"{api}=true" for api in self.config.runtime_config)]
+            ),
             "kubeSchedulerConfig": str(scheduler_config),
             "nodeLeaseDurationSeconds": 40,
             **self.config.extra_options,

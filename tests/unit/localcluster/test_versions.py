@@ -102,3 +102,10 @@ def test_further_gates_are_turned_on_after_the_releases_own(tmp_path: Path) -> N
 
 def test_the_default_release_is_the_newest() -> None:
     assert max((r.version for r in RELEASES), key=lambda v: tuple(map(int, v[1:].split(".")))) == DEFAULT
+
+
+def test_further_api_versions_are_served_beside_the_releases_workload_api(tmp_path: Path) -> None:
+    options, _ = _kwokctl_config(
+        tmp_path, release=release("1.37"), runtime_config=("scheduling.k8s.io/v1alpha3",)
+    )
+    assert options["kubeRuntimeConfig"] == "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
