@@ -19,7 +19,7 @@ from controller.pipeline.reconciler import REPLAN
 from controller.pipeline.workqueue import WorkQueue
 from controller.runtime.config import ControllerSettings
 from controller.runtime.leader import LeaderElector
-from controller.runtime.wiring import WATCHED, wire
+from controller.runtime.wiring import WATCHED, Wired, wire
 from shared.health import health_app, registry_metrics
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class LeadershipLost(Exception):
     """This replica stopped leading: it exits, to be restarted as a standby."""
 
 
-class Controller:
+class Controller(Wired):
     def __init__(
         self,
         settings: ControllerSettings,
@@ -42,14 +42,7 @@ class Controller:
         self.settings = settings
         self.kube = kube
         self.clock = clock
-        parts = wire(settings, kube, clock, WorkQueue(time.monotonic))
-        self.store = parts.store
-        self.metrics = parts.metrics
-        self.queue = parts.queue
-        self.events = parts.events
-        self.executor = parts.executor
-        self.reconciler = parts.reconciler
-        self.sinks = parts.sinks
+        self.parts = wire(settings, kube, clock, WorkQueue(time.monotonic))
         identity = settings.identity
         self.elector = LeaderElector(
             lease_kube or kube,

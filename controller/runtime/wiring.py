@@ -75,6 +75,40 @@ class Parts:
     sinks: dict[str, StoreSink]  # by str(ResourceType), for every type in WATCHED
 
 
+class Wired:
+    """What a wired process (the controller, the component tests' harness) reads of its parts."""
+
+    parts: Parts
+
+    @property
+    def store(self) -> Store:
+        return self.parts.store
+
+    @property
+    def metrics(self) -> ControllerMetrics:
+        return self.parts.metrics
+
+    @property
+    def queue(self) -> WorkQueue:
+        return self.parts.queue
+
+    @property
+    def events(self) -> EventRecorder:
+        return self.parts.events
+
+    @property
+    def executor(self) -> Executor:
+        return self.parts.executor
+
+    @property
+    def reconciler(self) -> Reconciler:
+        return self.parts.reconciler
+
+    @property
+    def sinks(self) -> dict[str, StoreSink]:
+        return self.parts.sinks
+
+
 def wire(
     settings: ControllerSettings,
     kube: Kube,

@@ -1,7 +1,10 @@
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
+from tests.conftest import NodePool, _namespace
 from tests.localcluster import LocalCluster
 from tests.localcluster.cluster import ClusterConfig
 from tests.localcluster.fleet import FleetSpec
@@ -43,3 +46,23 @@ def alpha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lo
     finally:
         phalanx.down()
         cluster.down()
+
+
+@dataclass(frozen=True)
+class AlphaGangs:
+    """One test's share of the alpha cluster: an opted-in namespace and a pool of nodes of its own."""
+
+    cluster: LocalCluster
+    phalanx: Phalanx
+    namespace: str
+    pool: NodePool
+
+
+@pytest.fixture
+def alpha(alpha_cluster: tuple[LocalCluster, Phalanx]) -> Iterator[AlphaGangs]:
+    cluster, phalanx = alpha_cluster
+    pool = NodePool(cluster, f"alpha-{uuid.uuid4().hex[:6]}")
+    namespaces = _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"})
+    yield AlphaGangs(cluster, phalanx, next(namespaces), pool)
+    next(namespaces, None)
+    pool.delete()

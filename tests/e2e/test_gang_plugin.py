@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests import builders
-from tests.conftest import NodePool, _namespace
+from tests.conftest import NodePool
+from tests.e2e.conftest import AlphaGangs
 from tests.e2e.kube import apply, bound, gated, held_through_a_pass, podgroup, pods
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
@@ -96,14 +97,10 @@ def test_a_64_pod_gang_starts_whole_and_a_second_one_waits_whole(
     eventually(lambda: bound_or_done(cluster, gang_namespace, "next") == 64, 180, what="the next gang whole")
 
 
-def test_a_job_whose_podgroup_the_job_controller_made_is_one_gang(
-    alpha_cluster: tuple[LocalCluster, Phalanx],
-) -> None:
+def test_a_job_whose_podgroup_the_job_controller_made_is_one_gang(alpha: AlphaGangs) -> None:
     """WorkloadWithJob on: the Job controller makes each Job's Workload and PodGroup itself."""
-    cluster, phalanx = alpha_cluster
-    pool = NodePool(cluster, "jobgangs")
+    cluster, phalanx, ns, pool = alpha.cluster, alpha.phalanx, alpha.namespace, alpha.pool
     pool.add(1, gpus=8)
-    ns = next(namespaces := _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"}))
     gang = {"schedulingPolicy": {"gang": {"minCount": 5}}}
     for name, run_for in (("first", "8s"), ("second", "2s")):
         job = builders.job(name).parallelism(5).gpus(1).run_for(run_for).scheduling(gang)
@@ -132,5 +129,3 @@ def test_a_job_whose_podgroup_the_job_controller_made_is_one_gang(
         "the second Job wholly gated while the first holds 5 of 8 GPUs",
     )
     eventually(lambda: bound_or_done(cluster, ns, "second") == 5, 90, what="second Job admitted whole")
-    next(namespaces, None)
-    pool.delete()

@@ -12,10 +12,10 @@ import pytest
 
 from tests import builders
 from tests.conftest import NodePool, _namespace
+from tests.e2e.conftest import AlphaGangs
 from tests.e2e.kube import apply, bound, gated, group_pods, held_through_a_pass, n_bound, podgroup
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
-from tests.localcluster.phalanx import Phalanx
 
 pytestmark = pytest.mark.k8s_versions("1.37")
 
@@ -39,16 +39,14 @@ def member(cluster: LocalCluster, ns: str, name: str, group: str, gpus: int, poo
 
 
 def test_a_native_podgroups_topology_constraint_keeps_it_in_one_rack_or_it_waits_saying_why(
-    alpha_cluster: tuple[LocalCluster, Phalanx],
+    alpha: AlphaGangs,
 ) -> None:
-    cluster, phalanx = alpha_cluster
-    pool = NodePool(cluster, "racks")
+    cluster, phalanx, ns, pool = alpha.cluster, alpha.phalanx, alpha.namespace, alpha.pool
     nodes = pool.add(4, gpus=4)  # two racks of two 4-GPU nodes
     rack_of = {name: f"rack-{1 + k // 2}" for k, name in enumerate(nodes)}
     for name, rack in rack_of.items():
         cluster.kubectl("label", "node", name, f"{RACK}={rack}", "--overwrite")
     plain = next(plain_namespaces := _namespace(cluster, "plain", {}))
-    ns = next(namespaces := _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"}))
     try:
         # 2 GPUs taken on the first node of each rack: each rack has 6 free, the cluster 12, and
         # 4 free only on the second node of each rack.
@@ -88,22 +86,16 @@ def test_a_native_podgroups_topology_constraint_keeps_it_in_one_rack_or_it_waits
         eventually(lambda: n_bound(cluster, ns, "pair") == 2, 60, what="the gang bound in one rack")
         assert {rack_of[p["spec"]["nodeName"]] for p in group_pods(cluster, ns, "pair")} == {"rack-2"}
     finally:
-        next(namespaces, None)
         next(plain_namespaces, None)
-        pool.delete()
 
 
 def pods_of(cluster: LocalCluster, ns: str) -> list[dict[str, Any]]:
     return list(cluster.kubectl_json("get", "pods", "-n", ns)["items"])
 
 
-def test_the_children_of_a_composite_podgroup_never_start_alone(
-    alpha_cluster: tuple[LocalCluster, Phalanx],
-) -> None:
-    cluster, phalanx = alpha_cluster
-    pool = NodePool(cluster, "composite")
+def test_the_children_of_a_composite_podgroup_never_start_alone(alpha: AlphaGangs) -> None:
+    cluster, phalanx, ns, pool = alpha.cluster, alpha.phalanx, alpha.namespace, alpha.pool
     pool.add(1, gpus=8)
-    ns = next(namespaces := _namespace(cluster, "gang", {"phalanx.io/gang-scheduling": "enabled"}))
     workload = {
         "apiVersion": ALPHA,
         "kind": "Workload",
@@ -139,26 +131,22 @@ def test_the_children_of_a_composite_podgroup_never_start_alone(
             workloadRef={"workloadName": "job", "templateName": name},
         )
 
-    try:
-        for obj in (workload, composite, child("leader", 1), child("workers", 2)):
-            apply(cluster, ns, obj)
-        member(cluster, ns, "leader-0", "leader", 1, pool)
-        member(cluster, ns, "workers-0", "workers", 1, pool)
-        # The leader's own gang is complete (1 of 1), the workers' is not (1 of 2): nobody starts.
-        eventually(lambda: len(group_pods(cluster, ns, "leader")) == 1, 30, what="the leader linked")
-        held_through_a_pass(
-            cluster,
-            phalanx,
-            lambda: n_bound(cluster, ns, "leader") == 0 and n_bound(cluster, ns, "workers") == 0,
-            "the leader waits for its sibling gang",
-        )
-        assert podgroup(cluster, ns, "leader")["spec"].get("parentPodGroup") == "job"
-        member(cluster, ns, "workers-1", "workers", 1, pool)
-        eventually(
-            lambda: n_bound(cluster, ns, "leader") == 1 and n_bound(cluster, ns, "workers") == 2,
-            60,
-            what="leader and workers bound together",
-        )
-    finally:
-        next(namespaces, None)
-        pool.delete()
+    for obj in (workload, composite, child("leader", 1), child("workers", 2)):
+        apply(cluster, ns, obj)
+    member(cluster, ns, "leader-0", "leader", 1, pool)
+    member(cluster, ns, "workers-0", "workers", 1, pool)
+    # The leader's own gang is complete (1 of 1), the workers' is not (1 of 2): nobody starts.
+    eventually(lambda: len(group_pods(cluster, ns, "leader")) == 1, 30, what="the leader linked")
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: n_bound(cluster, ns, "leader") == 0 and n_bound(cluster, ns, "workers") == 0,
+        "the leader waits for its sibling gang",
+    )
+    assert podgroup(cluster, ns, "leader")["spec"].get("parentPodGroup") == "job"
+    member(cluster, ns, "workers-1", "workers", 1, pool)
+    eventually(
+        lambda: n_bound(cluster, ns, "leader") == 1 and n_bound(cluster, ns, "workers") == 2,
+        60,
+        what="leader and workers bound together",
+    )

@@ -21,7 +21,7 @@ from controller.core.model import GangKey
 from controller.pipeline.reconciler import REPLAN
 from controller.pipeline.workqueue import WorkQueue
 from controller.runtime.config import ControllerSettings
-from controller.runtime.wiring import WATCHED, wire
+from controller.runtime.wiring import WATCHED, Wired, wire
 from shared import constants as c
 from shared.jsonread import JsonObject
 from tests import builders
@@ -135,7 +135,7 @@ def bind(kube: FakeKube, name: str, node_name: str, ns: str = NS, phase: str = "
 # ---- the harness ----------------------------------------------------------------------------------
 
 
-class Harness:
+class Harness(Wired):
     def __init__(
         self,
         bind_timeout: float = 60.0,
@@ -159,13 +159,7 @@ class Harness:
             planner=planner or PlannerConfig(starvation_age_seconds=None),
             background_events=False,
         )
-        self.store = parts.store
-        self.metrics = parts.metrics
-        self.queue = parts.queue
-        self.events = parts.events
-        self.executor = parts.executor
-        self.reconciler = parts.reconciler
-        self.sinks = parts.sinks
+        self.parts = parts
         self._cursor: dict[ResourceType, int] = dict.fromkeys(ALL_TYPES, 0)
 
     def cluster(self, nodes: int = 2, gpus: int = 4, opted_in: bool = True) -> None:
