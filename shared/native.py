@@ -64,6 +64,8 @@ class PodGroupRule:
     workload_name: Path  # under spec: the Workload it was made from
     template_name: Path  # under spec: the template of that Workload
     disruption_mode: Callable[[object], str | None]  # spec.disruptionMode as DISRUPTION_*
+    # The status condition saying whether the group has been scheduled (upstream's type name).
+    scheduled_condition: str = "PodGroupInitiallyScheduled"
 
 
 def _disruption_struct(value: object) -> str | None:
@@ -89,8 +91,19 @@ PODGROUP_RULES: dict[str, PodGroupRule] = {
         ("podGroupTemplateRef", "workload", "workloadName"),
         ("podGroupTemplateRef", "workload", "podGroupTemplateName"),
         _disruption_string,
+        scheduled_condition="PodGroupScheduled",
     ),
 }
+# Upstream's reasons for that condition: a group that cannot be placed (the scheduler writes it when
+# it tries; Phalanx while it holds the group at its gate), and one placed (first success: terminal).
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULED = "Scheduled"
+
+
+def scheduled_condition_type(api_version: str) -> str:
+    """The condition type a PodGroup of ``api_version`` (``scheduling.k8s.io/<v>``) reports scheduling in."""
+    rule = PODGROUP_RULES.get(api_version.rpartition("/")[2])
+    return rule.scheduled_condition if rule is not None else PODGROUP_RULES["v1beta1"].scheduled_condition
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +121,8 @@ class NativePodGroup:
     priority_class_name: str | None
     parent: str | None  # parentCompositePodGroupName
     timeout_seconds: int | None  # Phalanx's schedule-timeout annotation on the PodGroup
+    # Its scheduling condition as it stands (of either version's type): (status, reason, message).
+    scheduled: tuple[str, str, str] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -148,4 +163,14 @@ def native_podgroup(raw: Mapping[str, Any]) -> NativePodGroup:
         priority_class_name=text(spec.get("priorityClassName")) or None,
         parent=text(spec.get("parentCompositePodGroupName")) or None,
         timeout_seconds=timeout_annotation(raw),
+        scheduled=_scheduled(raw),
     )
+
+
+def _scheduled(raw: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    types = {rule.scheduled_condition for rule in PODGROUP_RULES.values()}
+    for condition in items(get_in(raw, "status", "conditions")):
+        if text(condition.get("type")) in types:
+            status, reason = text(condition.get("status")), text(condition.get("reason"))
+            return status, reason, text(condition.get("message"))
+    return None

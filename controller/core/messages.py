@@ -629,3 +629,15 @@ def containers_not_a_list(key: str) -> str:
 
 def invalid_pod(namespace: object, name: object, error: object) -> str:
     return f"pod {namespace}/{name}: {error}"
+
+
+# ---- the scheduling condition of a native PodGroup (scheduling.k8s.io, 1.36+) -----------------------
+
+
+def native_held(message: str) -> str:
+    """While Phalanx holds the group's members at its gate (the scheduler cannot see them)."""
+    return f"held whole at Phalanx's gate phalanx.io/gang: {message}"
+
+
+def native_placed(members: int) -> str:
+    return f"admitted whole by Phalanx: {members} members placed"

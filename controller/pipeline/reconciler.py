@@ -36,7 +36,7 @@ from controller.core import (
     decide_timers,
     plan,
 )
-from controller.pipeline import gangs, status
+from controller.pipeline import gangs, native_status, status
 from controller.pipeline.bypass import GateBypassDetector
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.executor import Executor
@@ -46,7 +46,7 @@ from controller.pipeline.metrics import ControllerMetrics, queue_label
 from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
 from controller.pipeline.queue_status import QueueStatusWriter
 from controller.pipeline.workqueue import WorkQueue
-from shared.podgroup import Phase
+from shared.podgroup import Phase, PodGroupStatus
 
 log = logging.getLogger(__name__)
 REPLAN = "*"  # queue key: capacity changed, no particular gang
@@ -289,6 +289,7 @@ class Reconciler:
                     warning=isinstance(decision, Reject),
                     dedupe=decision.reason.value,
                 )
+            await self._tell_native_podgroup(view, wanted, now)
             if not status.differs(view.podgroup.status, wanted):
                 continue
             body = wanted.to_json()
@@ -308,6 +309,18 @@ class Reconciler:
         self.metrics.oldest_pending.clear()  # a queue with no Pending gang has no series
         for queue, since in oldest.items():
             self.metrics.oldest_pending.labels(queue=queue).set(max(0.0, now - since))
+
+    async def _tell_native_podgroup(self, view: GangView, wanted: PodGroupStatus, now: float) -> None:
+        """The native PodGroup this gang was made for says in upstream's words whether it is placed."""
+        name = native_status.native_owner(view.podgroup)
+        native = self.store.native_podgroups.get((view.gang.key.namespace, name)) if name else None
+        if native is None:
+            return
+        condition = native_status.wanted_condition(wanted, native)
+        if condition is not None:
+            api_version = self.store.native_podgroup_api_version
+            if await native_status.write(self.kube, api_version, native, condition, status.iso(now)):
+                self.metrics.status_writes.inc()
 
     def _release_stale_holds(
         self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], now: float

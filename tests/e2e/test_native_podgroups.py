@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from shared.native import scheduled_condition_type
 from tests import builders
 from tests.conftest import NodePool
 from tests.e2e.kube import apply, events, gated, group_pods, held_through_a_pass, n_bound, podgroup
@@ -27,6 +28,15 @@ def native_podgroup(name: str, min_count: int) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
     }
+
+
+def scheduling_condition(cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any] | None:
+    api = release().workload_api
+    group, version = api.split("/")
+    native = cluster.kubectl_json("get", f"podgroups.{version}.{group}", name, "-n", namespace)
+    wanted = scheduled_condition_type(api)
+    conditions = (native.get("status") or {}).get("conditions") or []
+    return next((dict(cd) for cd in conditions if cd["type"] == wanted), None)
 
 
 def members(cluster: LocalCluster, namespace: str, group: str, n: int, pool: NodePool) -> None:
@@ -60,8 +70,17 @@ def test_a_native_gang_is_held_whole_one_gpu_short_and_released_whole(
         ),
         "one GPU short: no member starts",
     )
+    # `kubectl get podgroups.scheduling.k8s.io` tells the truth in upstream's words.
+    held = eventually(lambda: scheduling_condition(cluster, gang_namespace, "train"), 30, what="a condition")
+    assert (held["status"], held["reason"]) == ("False", "Unschedulable"), held
+    assert "held whole at Phalanx's gate" in held["message"], held
     pool.add(1, gpus=1)
     eventually(lambda: n_bound(cluster, gang_namespace, "train") == 3, 60, what="3 bound together")
+    eventually(
+        lambda: (scheduling_condition(cluster, gang_namespace, "train") or {}).get("status") == "True",
+        60,
+        what="the native PodGroup scheduled",
+    )
 
 
 def test_pods_applied_before_their_podgroup_wait_then_start_together(

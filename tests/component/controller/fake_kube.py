@@ -70,14 +70,18 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-def _named(items: Any) -> bool:
-    return isinstance(items, list) and bool(items) and all(isinstance(i, dict) and "name" in i for i in items)
+def _named(items: Any, key: str = "name") -> bool:
+    return isinstance(items, list) and bool(items) and all(isinstance(i, dict) and key in i for i in items)
+
+
+# The merge key of a list field where it is not ``name`` (Kubernetes' patchMergeKey).
+_MERGE_KEYS = {"conditions": "type"}
 
 
 def strategic_merge(target: Any, patch: Any) -> Any:
     """Strategic merge patch, as far as the controller needs: maps merge, ``null`` deletes, lists of
     objects with a ``name`` (schedulingGates, containers, env) merge by name and honour
-    ``$patch: delete``; other lists are replaced."""
+    ``$patch: delete``, conditions by type; other lists are replaced."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     out = dict(target) if isinstance(target, dict) else {}
@@ -86,10 +90,10 @@ def strategic_merge(target: Any, patch: Any) -> Any:
             continue
         if value is None:
             out.pop(key, None)
-        elif isinstance(value, list) and _named(value):
+        elif isinstance(value, list) and _named(value, merge_key := _MERGE_KEYS.get(key, "name")):
             merged = [copy.deepcopy(i) for i in out.get(key) or []]
             for item in value:
-                at = next((i for i, cur in enumerate(merged) if cur.get("name") == item["name"]), None)
+                at = next((i for i, cur in enumerate(merged) if cur.get(merge_key) == item[merge_key]), None)
                 if item.get("$patch") == "delete":
                     if at is not None:
                         merged.pop(at)

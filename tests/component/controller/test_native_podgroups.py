@@ -10,7 +10,7 @@ import pytest
 
 from controller.api import resources as r
 from shared import constants as c
-from tests.component.controller.harness import NS, Harness, gates_of, pod
+from tests.component.controller.harness import NS, Harness, bind, gates_of, node, pod
 
 WORKLOADS = r.WORKLOAD_VERSIONS[0]  # v1beta1
 
@@ -139,3 +139,48 @@ async def test_children_of_a_composite_podgroup_start_together(h: Harness) -> No
     h.kube.seed(r.PODS, *member_pods(2, "workers"))
     await settle(h)
     assert all(not gates_of(h.pod(f"{g}-{i}")) for g in ("leader", "workers") for i in range(2))
+
+
+def scheduling_condition(h: Harness, name: str = "train") -> dict[str, Any] | None:
+    native = h.kube.obj(r.NATIVE_PODGROUPS, NS, name)
+    assert native is not None
+    conditions = (native.get("status") or {}).get("conditions") or []
+    return next((cd for cd in conditions if cd["type"] == "PodGroupInitiallyScheduled"), None)
+
+
+async def test_the_native_podgroup_says_in_upstreams_words_that_it_is_held_then_placed(h: Harness) -> None:
+    """The scheduler never sees a group held at the gate: Phalanx writes its scheduling condition
+    (False/Unschedulable, and why), then True/Scheduled once it runs; the others are kept."""
+    other = {"type": "DisruptionTarget", "status": "False", "reason": "None", "message": ""}
+    h.kube.seed(r.NATIVE_PODGROUPS, {**native_podgroup(min_count=3), "status": {"conditions": [other]}})
+    h.kube.seed(r.PODS, *member_pods(3, gpus=3))  # 9 GPUs on two 4-GPU nodes: never together
+    await settle(h)
+    held = scheduling_condition(h)
+    assert held is not None and (held["status"], held["reason"]) == ("False", "Unschedulable")
+    assert held["message"].startswith("held whole at Phalanx's gate phalanx.io/gang: ")
+    assert "needs 3 pods" in held["message"], held["message"]
+    assert other in h.kube.obj(r.NATIVE_PODGROUPS, NS, "train")["status"]["conditions"]
+
+    h.kube.seed(r.NODES, node("node-big", 16))
+    await settle(h)
+    assert all(not gates_of(h.pod(f"train-{i}")) for i in range(3))
+    for i in range(3):
+        bind(h.kube, f"train-{i}", "node-big", phase="Running")
+    await settle(h)
+    placed = scheduling_condition(h)
+    assert placed is not None and (placed["status"], placed["reason"]) == ("True", "Scheduled")
+    assert placed["message"] == "admitted whole by Phalanx: 3 members placed"
+
+
+async def test_a_native_podgroup_already_scheduled_is_never_told_otherwise(h: Harness) -> None:
+    done = {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "by the scheduler",
+    }
+    h.kube.seed(r.NATIVE_PODGROUPS, {**native_podgroup(min_count=3), "status": {"conditions": [done]}})
+    h.kube.seed(r.PODS, *member_pods(3, gpus=3))
+    await settle(h)
+    assert scheduling_condition(h) == done  # terminal upstream: a later wait does not regress it
+    assert not [w for w in h.kube.writes_to(r.NATIVE_PODGROUPS)]

@@ -54,6 +54,7 @@ CONTROLLER_NEEDS = [
     ("scheduling.k8s.io", "priorityclasses", "get list watch"),
     ("scheduling.k8s.io", "workloads", "get list watch"),
     ("scheduling.k8s.io", "podgroups", "get list watch"),  # the native ones (1.36+)
+    ("scheduling.k8s.io", "podgroups/status", "patch"),  # their scheduling condition
     ("batch", "jobs", "get list watch patch"),
     ("apps", "statefulsets", "get list watch"),
     *[
@@ -106,11 +107,13 @@ def test_the_controller_cannot_do_more_than_it_needs() -> None:
     assert not can(OBJECTS, sa, "list", "trainjobs", "trainer.kubeflow.org")
     assert not can(OBJECTS, sa, "patch", "statefulsets", "apps")
     assert not can(OBJECTS, sa, "patch", "mpijobs", "kubeflow.org")
-    # The native gang API is read, never written: its objects are the user's and the scheduler's.
+    # The native gang API is read, never written but for the scheduling condition of a PodGroup's
+    # status: its objects are the user's and the scheduler's.
     for verb in ("create", "patch", "update", "delete"):
         assert not can(OBJECTS, sa, verb, "podgroups", "scheduling.k8s.io")
         assert not can(OBJECTS, sa, verb, "workloads", "scheduling.k8s.io")
-    assert not can(OBJECTS, sa, "patch", "podgroups/status", "scheduling.k8s.io")
+    assert not can(OBJECTS, sa, "update", "podgroups/status", "scheduling.k8s.io")
+    assert not can(OBJECTS, sa, "patch", "workloads/status", "scheduling.k8s.io")
 
 
 def test_leader_election_is_one_lease_in_the_own_namespace() -> None:
