@@ -25,7 +25,11 @@ def test_a_gang_that_requires_one_rack_lands_in_one_or_waits_saying_why(
         cluster.kubectl("label", "node", name, f"{RACK}={rack}", "--overwrite")
 
     # 4 pods × 2 GPUs fit in one node of either rack: they land inside one rack.
-    apply(cluster, gang_namespace, pooled_job("first", 4, pool, gpus=2, annotations=REQUIRED))
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_job("first", pool).parallelism(4).gpus(2).annotations(REQUIRED).build(),
+    )
     eventually(lambda: count_bound(cluster, gang_namespace, "first") == 4, 60, what="first gang bound")
     racks = {rack_of[p["spec"]["nodeName"]] for p in members(cluster, gang_namespace, "first")}
     assert len(racks) == 1, racks
@@ -36,12 +40,16 @@ def test_a_gang_that_requires_one_rack_lands_in_one_or_waits_saying_why(
     # rack now: the gang waits, and its PodGroup says so.
     [used] = racks
     other = next(rack for rack in rack_of.values() if rack != used)
-    filler = pooled_job("filler", 1, pool, gpus=4)
     first_of_other = next(name for name, rack in rack_of.items() if rack == other)
-    filler["spec"]["template"]["spec"]["nodeSelector"][HOSTNAME] = NodePool.hostname(first_of_other)
-    apply(cluster, gang_namespace, filler)
+    filler = pooled_job("filler", pool).parallelism(1).gpus(4)
+    filler.node_selector({**pool.selector, HOSTNAME: NodePool.hostname(first_of_other)})
+    apply(cluster, gang_namespace, filler.build())
     eventually(lambda: count_bound(cluster, gang_namespace, "filler") == 1, 60, what="filler bound")
-    apply(cluster, gang_namespace, pooled_job("second", 7, pool, gpus=2, annotations=REQUIRED))
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_job("second", pool).parallelism(7).gpus(2).annotations(REQUIRED).build(),
+    )
 
     def says_why() -> str | None:
         status = podgroup(cluster, gang_namespace, "second").get("status") or {}
