@@ -10,6 +10,7 @@ from tests.builders.workloads import (
     job,
     mpijob,
     pod,
+    podgroup,
     statefulset,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "job",
     "mpijob",
     "pod",
+    "podgroup",
     "statefulset",
 ]

@@ -307,3 +307,13 @@ def mpijob(name: str = "train") -> MPIJobBuilder:
 
 def pod(name: str = "train-0") -> PodBuilder:
     return PodBuilder(name)
+
+
+def podgroup(name: str, min_member: int) -> Obj:
+    """A PodGroup as Coscheduling's tutorials write it (``scheduling.sigs.k8s.io``), sized ``min_member``."""
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member},
+    }

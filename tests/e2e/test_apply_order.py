@@ -74,12 +74,7 @@ def test_a_job_linked_to_a_podgroup_applied_later_waits_for_its_size(
     assert waiting and COSCHEDULING in waiting[0]["message"]
 
     # The team's PodGroup spans this Job and a second one: 3 members, not the Job's 2.
-    group = {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": "team"},
-        "spec": {"minMember": 3},
-    }
+    group = builders.podgroup("team", 3)
     apply(cluster, gang_namespace, group)
     stays(lambda: n_bound(cluster, gang_namespace, "team") == 0, 2.0, what="2 of the group's 3 wait")
     second = pooled_job("late-group-2", pool).parallelism(1).template_labels({COSCHEDULING: "team"}).build()
@@ -143,12 +138,7 @@ def test_a_gang_that_could_never_run_once_complete_says_so_while_members_arrive(
     cluster: LocalCluster, gang_namespace: str, pool: NodePool
 ) -> None:
     pool.add(1, gpus=8)
-    group = {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": "huge"},
-        "spec": {"minMember": 10000},
-    }
+    group = builders.podgroup("huge", 10000)
     apply(cluster, gang_namespace, group)
     for i in range(3):
         member = pooled_pod(f"huge-{i}", pool).labels({COSCHEDULING: "huge"}).build()

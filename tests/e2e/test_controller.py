@@ -183,12 +183,7 @@ def test_chief_pod_and_worker_statefulset_share_one_podgroup(
     apply(
         cluster,
         gang_namespace,
-        {
-            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "tf"},
-            "spec": {"minMember": 4},
-        },
+        builders.podgroup("tf", 4),
     )
     link = {"pod-group.scheduling.sigs.k8s.io/name": "tf"}
     workers = (
@@ -566,12 +561,7 @@ def test_a_gang_whose_failed_members_leave_too_few_says_members_failed(
     apply(
         cluster,
         gang_namespace,
-        {
-            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "pair"},
-            "spec": {"minMember": 2},
-        },
+        builders.podgroup("pair", 2),
     )
     for i in range(2):
         apply(

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.conftest import NodePool
 from tests.e2e.kube import apply, bound, events, gated, held_through_a_pass, podgroup, pods
 from tests.e2e.test_controller import count_bound, members, pooled_job, pooled_pod
@@ -204,12 +205,7 @@ def bare_victims_and_a_preemptor(
     apply(
         cluster,
         ns,
-        {
-            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "victim"},
-            "spec": {"minMember": 2},
-        },
+        builders.podgroup("victim", 2),
     )
     for i in range(2):
         victim = pooled_pod(f"victim-{i}", pool).gpus(4).labels({VICTIM_LINK: "victim"}).build()

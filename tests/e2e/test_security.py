@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests import builders
 from tests.conftest import NodePool
 from tests.e2e.kube import GROUP_LABEL, apply, bound, events, gated, pods
 from tests.e2e.test_controller import count_bound, members, pooled_job
@@ -96,12 +97,7 @@ def test_a_member_bound_without_phalanx_s_admission_is_reported(
     cluster: LocalCluster, phalanx: Phalanx, gang_namespace: str, pool: NodePool
 ) -> None:
     (node,) = pool.add(1, gpus=8)
-    group = {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": "held"},
-        "spec": {"minMember": 3},
-    }
+    group = builders.podgroup("held", 3)
     apply(cluster, gang_namespace, group)
     # Bound at creation (spec.nodeName): it never waits at the gate, and the gang was never admitted.
     rogue = {
@@ -238,12 +234,7 @@ def test_namespace_users_see_podgroups_with_view_and_write_them_with_edit(
 ) -> None:
     as_viewer = tenant(cluster, gang_namespace, "view")
     as_editor = tenant(cluster, gang_namespace, "edit")
-    group = {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": "mine"},
-        "spec": {"minMember": 2},
-    }
+    group = builders.podgroup("mine", 2)
     # The aggregation controller folds the rules into view/edit shortly after install.
     eventually(
         lambda: (
