@@ -125,7 +125,8 @@ PRINTER_COLUMNS = [
 # minimums only.
 _TOPOLOGY: dict[str, Any] = {
     "type": "object",
-    "description": "KAI topology constraint (kept, not acted on).",
+    "description": "KAI topology constraint: the group's topology, requiredTopologyLevel and "
+    "preferredTopologyLevel are acted on (a subgroup's is kept only).",
     "properties": {
         "preferredTopologyLevel": {"type": "string"},
         "requiredTopologyLevel": {"type": "string"},

@@ -31,6 +31,20 @@ PLACEMENT_FREE: Final = "free"
 # A node label key (e.g. topology.kubernetes.io/rack): the gang runs inside one domain of it or waits
 # (workload, pod or PodGroup annotation; the PodGroup's spec.topologyRequired wins).
 TOPOLOGY_REQUIRED_ANNOTATION: Final = "phalanx.io/topology-required"
+# A node label key whose domains the gang is tried inside first, then the wider levels', then anywhere.
+TOPOLOGY_PREFERRED_ANNOTATION: Final = "phalanx.io/topology-preferred"
+# The cluster topology (the controller's --topologies) whose levels the gang is kept in.
+TOPOLOGY_ANNOTATION: Final = "phalanx.io/topology"
+# Slices: every <size> members (in index order) inside one domain of <label key>.
+TOPOLOGY_SLICE_REQUIRED_ANNOTATION: Final = "phalanx.io/topology-slice-required"
+TOPOLOGY_SLICE_SIZE_ANNOTATION: Final = "phalanx.io/topology-slice-size"
+TOPOLOGY_ANNOTATIONS: Final = (
+    TOPOLOGY_ANNOTATION,
+    TOPOLOGY_REQUIRED_ANNOTATION,
+    TOPOLOGY_PREFERRED_ANNOTATION,
+    TOPOLOGY_SLICE_REQUIRED_ANNOTATION,
+    TOPOLOGY_SLICE_SIZE_ANNOTATION,
+)
 # Marks a gang (label or annotation) that preemption must never evict.
 PREEMPTIBLE: Final = "phalanx.io/preemptible"
 

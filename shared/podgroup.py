@@ -61,6 +61,33 @@ class PodGroupSpec:
             "of it (nodes sharing one value), or the gang waits; nodes without the label are not used.",
         ),
     )
+    topology: str | None = field(
+        default=None,
+        metadata=about(
+            "topology",
+            "The cluster topology (the controller's --topologies) whose levels the gang is kept in; "
+            "unset: the first.",
+        ),
+    )
+    topology_preferred: str | None = field(
+        default=None,
+        metadata=about(
+            "topologyPreferred",
+            "A node label key whose domains the gang is tried inside first, then those of each wider "
+            "level of its topology, then anywhere.",
+        ),
+    )
+    topology_slice_required: str | None = field(
+        default=None,
+        metadata=about(
+            "topologySliceRequired",
+            "A node label key: every topologySliceSize members (in index order) run inside one domain of it.",
+        ),
+    )
+    topology_slice_size: int | None = field(
+        default=None,
+        metadata=about("topologySliceSize", "Members per slice (see topologySliceRequired).", 1),
+    )
     disruption_mode: str | None = field(
         default=None,
         metadata=about(
@@ -87,6 +114,10 @@ class PodGroupSpec:
             queue=text(spec.get("queue")) or None,
             parent_pod_group=text(spec.get("parentPodGroup")) or None,
             topology_required=text(spec.get("topologyRequired")) or None,
+            topology=text(spec.get("topology")) or None,
+            topology_preferred=text(spec.get("topologyPreferred")) or None,
+            topology_slice_required=text(spec.get("topologySliceRequired")) or None,
+            topology_slice_size=whole_number(spec.get("topologySliceSize")),
             disruption_mode=mode if (mode := text(spec.get("disruptionMode"))) in DISRUPTION_MODES else None,
         )
 

@@ -132,9 +132,13 @@ class NodePool:
     def selector(self) -> dict[str, str]:
         return {self.LABEL: self.name}
 
-    def add(self, count: int, gpus: int = 8) -> list[str]:
+    def add(self, count: int, gpus: int = 8, **levels: Any) -> list[str]:
+        """``levels``: FleetSpec's topology fields (four_levels=True: zone, block, rack and NVLink
+        domain labels, named for this pool only)."""
         start = len(self.nodes)
-        manifests = node_manifests(FleetSpec(gpu_nodes=count, gpus_per_node=gpus, cpu_nodes=0))
+        if levels.get("four_levels"):
+            levels.setdefault("domain_prefix", f"{self.name}-")
+        manifests = node_manifests(FleetSpec(gpu_nodes=count, gpus_per_node=gpus, cpu_nodes=0, **levels))
         for i, node in enumerate(manifests):
             node["metadata"]["name"] = name = f"{self.name}-{start + i}"
             # As on most clouds, the hostname label differs from the node's name.

@@ -23,7 +23,7 @@ from shared.workloads import GVK, WorkloadKind, per_group_link
 from webhook import traps
 from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
 from webhook.traps import operator_traps
-from webhook.validation import check_annotations, check_group_name
+from webhook.validation import check_annotations, check_group_name, check_topology
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "phalanx-system"})
 
@@ -33,7 +33,7 @@ COPIED_ANNOTATIONS = (
     c.SCHEDULE_TIMEOUT_ANNOTATION,
     c.PLACEMENT_ANNOTATION,
     c.PREEMPTIBLE,
-    c.TOPOLOGY_REQUIRED_ANNOTATION,
+    *c.TOPOLOGY_ANNOTATIONS,
     c.QUEUE_LABEL,  # from the workload's queue label (workload_queue): its pods carry it
 )
 
@@ -271,6 +271,9 @@ class _WorkloadMutation:
         if denial := denial or check_group_name(link.name, link.source):
             raise _Rejected(denial)
         size = self._size(template)
+        asked = {**self.copied, **template.annotations}
+        if denial := check_topology(asked, size, template.where):
+            raise _Rejected(denial)
         mark = len(self.builder.ops)
         try:
             scope = _scope(self.builder, template)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from shared import constants as c
+from shared import topology
 from shared.grouplink import LABEL_VALUE_MAX
 
 # Kubernetes label values: at most 63 characters, alphanumeric at both ends.
@@ -50,6 +51,10 @@ _CHECKS: tuple[tuple[str, Callable[[str], bool], str], ...] = (
     (c.SCHEDULE_TIMEOUT_ANNOTATION, _non_negative, "a non-negative integer (seconds)"),
     (c.PLACEMENT_ANNOTATION, _placement, f"{c.PLACEMENT_PINNED} or {c.PLACEMENT_FREE}"),
     (c.TOPOLOGY_REQUIRED_ANNOTATION, _label_key, "a node label key, e.g. topology.kubernetes.io/rack"),
+    (c.TOPOLOGY_PREFERRED_ANNOTATION, _label_key, "a node label key, e.g. topology.kubernetes.io/rack"),
+    (c.TOPOLOGY_SLICE_REQUIRED_ANNOTATION, _label_key, "a node label key, e.g. nvidia.com/gpu.clique"),
+    (c.TOPOLOGY_SLICE_SIZE_ANNOTATION, _positive, "a positive integer"),
+    (c.TOPOLOGY_ANNOTATION, lambda v: _LABEL_VALUE.fullmatch(v) is not None, "a topology name"),
 )
 
 
@@ -64,6 +69,28 @@ def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
         value = annotations.get(key)
         if value is not None and not valid(value):
             return f"phalanx: annotation {key} on {where} must be {expected}, got {value[:64]!r}"
+    return None
+
+
+def check_topology(annotations: Mapping[str, str], size: int | None, where: str) -> str | None:
+    """A topology request the controller could never meet, told at apply: Phalanx's and Kueue's
+    annotations that disagree, a slice without its level or size, a slice size that does not divide
+    the gang."""
+    phalanx = topology.from_annotations(annotations, topology.PHALANX_ANNOTATIONS)
+    kueue = topology.from_annotations(annotations, topology.KUEUE_ANNOTATIONS)
+    if not phalanx.set_fields() and not kueue.set_fields():
+        return None
+    ask, conflict = topology.merge((("Phalanx", phalanx), ("Kueue", kueue)))
+    if conflict is not None:
+        return (
+            f"phalanx: {where} asks for {topology.FIELD_WORDS[conflict.field]} {conflict.first!r} "
+            f"({conflict.first_from}) and {conflict.second!r} ({conflict.second_from}); set one of them"
+        )
+    if bool(ask.slice_key) != bool(ask.slice_size):
+        return f"phalanx: {where} sets a slice level or a slice size without the other; set both"
+    slice_size = int(ask.slice_size) if ask.slice_size and _positive(ask.slice_size) else None
+    if size and slice_size and size % slice_size:
+        return f"phalanx: {where}: slice size {slice_size} does not divide the gang's {size} members"
     return None
 
 

@@ -41,6 +41,9 @@ from shared.jsonread import (
 from shared.kinds import KINDS
 from shared.podgroup import PodGroupSpec, PodGroupStatus, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
+from shared.topology import KUEUE_ANNOTATIONS, TopologyAsk, from_kai
+
+KUEUE_TOPOLOGY_ANNOTATIONS = frozenset(KUEUE_ANNOTATIONS.values())
 
 
 def parse_time(value: object) -> float | None:
@@ -180,11 +183,14 @@ def _preemptible(labels: Mapping[str, str], annotations: Mapping[str, str]) -> b
 
 
 def _kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """Phalanx's own annotations and the group links: all a planning pass reads (memory)."""
+    """Phalanx's own annotations, the group links and Kueue's topology requests: all a planning
+    pass reads (memory)."""
     return {
         k: v
         for k, v in annotations.items()
-        if k.startswith(constants.DOMAIN) or k in constants.GROUP_LINK_ANNOTATIONS
+        if k.startswith(constants.DOMAIN)
+        or k in constants.GROUP_LINK_ANNOTATIONS
+        or k in KUEUE_TOPOLOGY_ANNOTATIONS
     }
 
 
@@ -247,6 +253,8 @@ class PodGroupRecord:
     owner_references: list[dict[str, Any]]
     # KAI's spec.subGroups: {leaf subgroup: its minMember} (empty for every other kind).
     subgroups: Mapping[str, int] = field(default_factory=dict)
+    # KAI's spec.topologyConstraint (empty for every other kind).
+    kai_topology: TopologyAsk = field(default_factory=TopologyAsk)
     # ``status`` read into the typed model once per record (every pass reads it for every gang);
     # ``status`` itself stays as stored, so a merge patch's result can be assumed on it.
     parsed_status: PodGroupStatus = field(init=False, repr=False, compare=False)
@@ -279,6 +287,7 @@ def podgroup_record(rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
         annotations=strings(meta.get("annotations")),
         owner_references=[ref for ref in items(meta.get("ownerReferences")) if isinstance(ref, dict)],
         subgroups=subgroup_minimums(raw.get("spec")),
+        kai_topology=from_kai(raw.get("spec")),
     )
 
 

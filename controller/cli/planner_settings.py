@@ -25,6 +25,8 @@ PLANNER_FIELDS = (
     "preemption_min_runtime_seconds",
     "starvation_age_seconds",
     "default_schedule_timeout_seconds",
+    "topology_levels",
+    "topologies",
 )
 DEFAULT, ENV, ARGS = "default", "env", "args"
 

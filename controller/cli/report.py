@@ -10,6 +10,7 @@ from controller.cli.planner_settings import SettingsUsed
 from controller.cli.render import duration, table
 from controller.core import (
     AddNodes,
+    Admit,
     Decision,
     Explanation,
     FreeOnNode,
@@ -25,6 +26,7 @@ from controller.core import (
     Short,
     Wait,
     explain,
+    held_in,
     is_live,
 )
 from controller.pipeline import status
@@ -156,6 +158,7 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
             "message": podgroup.status.get("message"),
             "topologyRequired": gang.required_topology,
             "disruptionMode": gang.disruption_mode.value,
+            **_topology_data(state, gang, explanation.decision),
         },
         "priority": gang.priority,
         "localPriority": gang.local_priority,
@@ -177,6 +180,28 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
         partial = explanation.partial
         data["partial"] = {"needed": partial.needed, "placed": partial.placed, "nodes": dict(partial.nodes)}
     return data
+
+
+def _topology_data(state: ClusterState, gang: Gang, decision: Decision | None) -> dict[str, Any]:
+    """The rest of the gang's topology request and the domain that holds it (where its members run
+    or the plan puts them), only what is set."""
+    request = gang.topology
+    out: dict[str, Any] = {}
+    if request.name:
+        out["topology"] = request.name
+    if request.preferred:
+        out["topologyPreferred"] = request.preferred
+    if request.slice_key:
+        out["topologySlice"] = {"key": request.slice_key, "size": request.slice_size}
+    placed = [m.node_name for m in gang.members if m.node_name and is_live(m)]
+    placed += [n for n in gang.admitted.values() if n]
+    if isinstance(decision, Admit):
+        placed += list(decision.booked.values())
+    labels = {node.name: node.labels for node in state.snapshot.nodes}
+    held = held_in(state.config, gang, labels, placed)
+    if held is not None:
+        out["topologyHeldIn"] = f"{held[0]}={held[1]}"
+    return out
 
 
 def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
@@ -294,6 +319,15 @@ def _requirement_lines(podgroup: dict[str, Any]) -> list[str]:
     lines = []
     if podgroup.get("topologyRequired"):
         lines.append(f"Topology:   every member inside one {podgroup['topologyRequired']} domain (required)")
+    if podgroup.get("topologyPreferred"):
+        lines.append(f"Topology:   inside one {podgroup['topologyPreferred']} domain if one fits (preferred)")
+    if podgroup.get("topologySlice"):
+        piece = podgroup["topologySlice"]
+        lines.append(f"Topology:   every {piece['size']} members inside one {piece['key']} domain (slices)")
+    if podgroup.get("topology"):
+        lines.append(f"Topology:   levels of topology {podgroup['topology']}")
+    if podgroup.get("topologyHeldIn"):
+        lines.append(f"Held in:    {podgroup['topologyHeldIn']} (the narrowest domain holding every member)")
     if podgroup.get("disruptionMode") == "Single":
         lines.append("Disruption: Single (preemption may take single pods of it)")
     return lines
@@ -519,7 +553,7 @@ def settings_text(used: SettingsUsed) -> str:
     """One line: the planner settings, each with where it came from, and whose they are."""
     values = used.data()["values"]
     shown = ", ".join(
-        f"{name} {'unset' if entry['value'] is None else str(entry['value']).lower()} ({entry['from']})"
+        f"{name} {'unset' if entry['value'] in (None, '') else str(entry['value']).lower()} ({entry['from']})"
         for name, entry in values.items()
     )
     return f"Planner settings from {used.source}: {shown}"

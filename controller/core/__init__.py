@@ -38,7 +38,7 @@ Modules, one job each:
 """
 
 from controller.core import messages
-from controller.core.config import PlannerConfig
+from controller.core.config import DEFAULT_LEVELS, DEFAULT_TOPOLOGY, PlannerConfig
 from controller.core.fit import pod_allows_node
 from controller.core.model import (
     NODE_NAME_FIELD,
@@ -48,6 +48,7 @@ from controller.core.model import (
     EventReason,
     Gang,
     GangKey,
+    GangTopology,
     Node,
     OwnerRef,
     Placement,
@@ -74,9 +75,12 @@ from controller.core.requests import InvalidRequests, effective_requests
 from controller.core.state import is_live
 from controller.core.timers import Recheck, RollBack, RollBackCause, TimedOut, TimerConfig, TimerDecision
 from controller.core.timers import decide as decide_timers
+from controller.core.topology import held_in
 from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain, without
 
 __all__ = [
+    "DEFAULT_LEVELS",
+    "DEFAULT_TOPOLOGY",
     "NODE_NAME_FIELD",
     "AddNodes",
     "Admit",
@@ -87,6 +91,7 @@ __all__ = [
     "FreeOnNode",
     "Gang",
     "GangKey",
+    "GangTopology",
     "InvalidRequests",
     "Node",
     "OwnerRef",
@@ -120,6 +125,7 @@ __all__ = [
     "decide_timers",
     "effective_requests",
     "explain",
+    "held_in",
     "invalid_spec",
     "is_live",
     "messages",

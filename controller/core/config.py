@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from shared import constants
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+BLOCK_LABEL = "topology.kubernetes.io/block"
 RACK_LABEL = "topology.kubernetes.io/rack"
+NVLINK_LABEL = "nvidia.com/gpu.clique"  # one NVLink domain (GPU Feature Discovery's label)
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+DEFAULT_TOPOLOGY = "default"
+# The default topology's levels, widest first: labels no node carries are simply not used.
+DEFAULT_LEVELS = (ZONE_LABEL, BLOCK_LABEL, RACK_LABEL, NVLINK_LABEL, HOSTNAME_LABEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +37,33 @@ class PlannerConfig:
     # plugin): never reserve -- trace replay measured the reservation's idle nodes costing more
     # than it saves on typical queues; enable it where big gangs must never starve.
     starvation_age_seconds: float | None = None
-    # Topology labels: a gang that fits inside one rack (else one zone) is kept there.
-    zone_label: str = ZONE_LABEL
-    rack_label: str = RACK_LABEL
+    # The cluster's topologies: (name, node label keys widest first). A gang uses the one it names
+    # (phalanx.io/topology), else the first; one that fits inside one domain of a level is kept
+    # there, the narrowest level first (core/topology.py).
+    topologies: tuple[tuple[str, tuple[str, ...]], ...] = ((DEFAULT_TOPOLOGY, DEFAULT_LEVELS),)
     # The resource that drives the best-fit index and the messages.
     gpu_resource: str = constants.GPU_RESOURCE
     # Owner kinds whose pods never end on their own (DaemonSets): a starvation reservation and the
     # "could this ever fit on an empty cluster" check count their room as permanently taken.
     permanent_owner_kinds: tuple[str, ...] = ("DaemonSet",)
-    # How many candidate racks (then zones) a gang tries before it is placed cluster-wide.
+    # How many candidate domains of each level a gang tries before it is placed cluster-wide.
     topology_attempts: int = 8
     # Messages list at most this many nodes.
     message_nodes: int = 6
+
+    def levels(self, topology: str | None = None) -> tuple[str, ...] | None:
+        """The levels (widest first) of the named topology (None: the first), or None if unknown."""
+        if topology is None:
+            return self.topologies[0][1] if self.topologies else ()
+        return next((levels for name, levels in self.topologies if name == topology), None)
+
+
+def narrowest_first(levels: tuple[str, ...]) -> tuple[str, ...]:
+    """The levels a gang is tried inside, the narrowest first; the hostname is left out (best fit
+    already keeps a gang on one node when one can hold it)."""
+    return tuple(key for key in reversed(levels) if key != HOSTNAME_LABEL)
+
+
+def preferred_levels(config: PlannerConfig) -> tuple[str, ...]:
+    """The default topology's levels a gang is tried inside, the narrowest first."""
+    return narrowest_first(config.levels() or ())

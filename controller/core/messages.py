@@ -206,6 +206,65 @@ def no_single_domain_fit(parts: Demand, key: str, best: str, fits: int, cluster_
     return f"{text}; the cluster as a whole would fit them across domains" if cluster_fits else text
 
 
+# ---- a gang's topology request (core/topology.py) ----------------------------------------------
+
+
+def topology_unknown(name: str, known: Sequence[str]) -> str:
+    return f"names topology {name!r}, which the controller does not define (it defines: {', '.join(known)})"
+
+
+def topology_conflict(what: str, first: str, first_from: str, second: str, second_from: str) -> str:
+    """Two sources ask for different things: ``required level topology.kubernetes.io/rack
+    (phalanx.io/topology-required) conflicts with cloud.com/block (kueue.x-k8s.io/...)``."""
+    return f"{what} {first} ({first_from}) conflicts with {second} ({second_from}); set one of them"
+
+
+# The systems a gang's topology request is read from, as conflicts name them.
+SOURCE_PHALANX = "Phalanx"
+SOURCE_KUEUE = "Kueue annotations"
+SOURCE_KAI = "KAI topologyConstraint"
+
+
+def topologies_malformed(entry: str) -> str:
+    return f"{entry!r}: each topology is name=key,key,... with a name of its own"
+
+
+def topology_key_twice(levels: str) -> str:
+    return f"{levels!r}: a node label key appears twice"
+
+
+def slice_incomplete() -> str:
+    return (
+        "a slice needs both a level (phalanx.io/topology-slice-required) and a size "
+        "(phalanx.io/topology-slice-size)"
+    )
+
+
+def slice_not_dividing(size: int, min_member: int) -> str:
+    return f"slice size {size} does not divide the gang's {min_member} members"
+
+
+def slice_wider_than_gang(slice_key: str, required: str) -> str:
+    return f"slices must be inside one {slice_key} domain, a level wider than the gang's required {required}"
+
+
+def slices_shortfall(
+    parts: Demand, slices: int, size: int, key: str, within: str | None, fitting: int
+) -> str:
+    """``needs 32 pods × 1 nvidia.com/gpu in 4 slices of 8, each inside one nvidia.com/gpu.clique
+    domain; only 3 such slices fit now``."""
+    where = f", all inside one {within} domain" if within else ""
+    return (
+        f"needs {demand(parts)} in {slices} slices of {size}, each inside one {key} domain{where}; "
+        f"only {fitting} such slices fit now"
+    )
+
+
+def held_in_domain(key: str, value: str) -> str:
+    """What explain says of a placed gang: the domain that holds it."""
+    return f"every member inside {key}={value}"
+
+
 def requests_text(requests: Sequence[tuple[str, int]]) -> str:
     shown = [f"{format_amount(name, amount)} {name}" for name, amount in requests if name != "pods"]
     return ", ".join(shown) if shown else "no resources"

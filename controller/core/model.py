@@ -141,6 +141,22 @@ class Placement(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class GangTopology:
+    """A gang's topology request beyond ``Gang.required_topology``.
+
+    ``name``: the cluster topology (PlannerConfig.topologies) whose levels it is kept in (None: the
+    first). ``preferred``: a level key tried first, then the wider levels, then anywhere.
+    ``slice_key``/``slice_size``: every ``slice_size`` members (in member order) run inside one
+    domain of ``slice_key``. ``conflict``: why its sources disagree (told as InvalidSpec)."""
+
+    name: str | None = None
+    preferred: str | None = None
+    slice_key: str | None = None
+    slice_size: int = 0
+    conflict: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Gang:
     """A PodGroup and its member pods, as the core sees them."""
 
@@ -191,6 +207,9 @@ class Gang:
     # of it (nodes sharing one value); nodes without the label are never used. None: no such need.
     required_topology: str | None = None
     disruption_mode: DisruptionMode = DisruptionMode.ALL
+    # The rest of what the gang asks of topology: which of the cluster's topologies, a preferred
+    # level, slices (see GangTopology and core/topology.py).
+    topology: GangTopology = field(default_factory=GangTopology)
 
     @property
     def wait_start(self) -> float:

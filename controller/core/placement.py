@@ -6,9 +6,11 @@ Packing, to limit fragmentation:
 - for each shape, while some pods remain: if one node can take all remaining pods, take the one
   that is left with the least room (best fit); otherwise fill the node that takes the most (so the
   gang spans few nodes) and go on;
-- a gang of several pods that needs GPUs is first tried inside one rack, then inside one zone
-  (candidate domains are the ones whose GPU levels could hold it; those needing the fewest nodes,
-  then the tightest, first), and only then across the cluster;
+- a gang of several pods that needs GPUs is first tried inside one domain of each level it is
+  given (core/topology.py: its preferred level and the wider ones, or its topology's levels, the
+  narrowest first; by default the pass's preferred levels), and only then across the cluster.
+  Candidate domains are the ones whose GPU levels could hold it; those needing the fewest nodes,
+  then the tightest, first (best fit: the wholly free domains stay free for big gangs);
 - a gang that requires one domain of a label key (``Within``) is placed inside one domain of it or
   not at all: every candidate domain is tried in the same order, and nodes without the label are
   never used.
@@ -221,9 +223,9 @@ def domain_order(capacity: Capacity, t: int, items: Items) -> list[int]:
 
 
 def _place_in_domain(
-    capacity: Capacity, items: Items, attempts: int
+    capacity: Capacity, items: Items, attempts: int, levels: Sequence[int]
 ) -> tuple[list[Assignment], Domain] | None:
-    for t in capacity.preferred:
+    for t in levels:
         for d in domain_order(capacity, t, items)[:attempts]:
             members = capacity.dom_members[t][d]
             mark = capacity.mark()
@@ -267,10 +269,12 @@ def place(
     memo: FitMemo | None = None,
     topology_attempts: int = 8,
     within: Within | None = None,
+    levels: Sequence[int] | None = None,
 ) -> tuple[list[Assignment], Domain | None] | None:
     """Place every item (sorted biggest first) or nothing, inside one domain of ``within`` if
-    given. On success the room is booked and the result is one Assignment per item plus the
-    topology domain (level, domain) it was kept in."""
+    given, else inside one domain of the first of ``levels`` (default: the capacity's preferred
+    ones) that can hold it, else anywhere. On success the room is booked and the result is one
+    Assignment per item plus the topology domain (level, domain) it was kept in."""
     if memo is not None and memo.known_failure(items, within):
         return None
     for shape, n in items:
@@ -288,8 +292,9 @@ def place(
             memo.record_within(items, within)
         return found
     total = sum(n for _, n in items)
-    if total > 1 and capacity.preferred and any(shape.gpu for shape, _ in items):
-        found = _place_in_domain(capacity, items, topology_attempts)
+    levels = capacity.preferred if levels is None else levels
+    if total > 1 and levels and any(shape.gpu for shape, _ in items):
+        found = _place_in_domain(capacity, items, topology_attempts, levels)
         if found is not None:
             return found
     result, failed_at = _fill_in_order(capacity, items, range(len(items)))

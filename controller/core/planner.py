@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from controller.core import messages as msg
+from controller.core import topology
 from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
 from controller.core.model import (
@@ -57,6 +58,7 @@ from controller.core.model import (
 from controller.core.ordering import member_order
 from controller.core.placement import (
     Assignment,
+    Domain,
     FitMemo,
     Within,
     best_partial,
@@ -71,28 +73,39 @@ from controller.core.queues import QueueBook, add, total_requests
 from controller.core.reservation import ever_fits, ever_fits_on, largest_single_fit, reserve
 from controller.core.shapes import Shape
 from controller.core.state import PassState, is_live
+from controller.core.topology import Slices
 from shared import constants
 
 Groups = dict[int, tuple[Shape, list[Pod]]]  # shape id -> (shape, pods of that shape, in order)
 Found = tuple[list["Candidate"], list[Assignment]] | None  # victims and the placement they make possible
 Ready = tuple[Gang, list[Pod], list[Pod]]  # a child of a parent group: members it must start, may start
 Signature = tuple[tuple[int, int], ...]  # (shape id, count) per item
-DemandKey = tuple[Signature, Within | None]  # what memos are keyed by
+DemandKey = tuple[Signature, Within | None, Slices | None]  # what memos are keyed by
 
 
 class Demand:
     """Pods to place, grouped by shape (in order), as items biggest shape first, where they must go
-    (``within``: one topology domain, or None), and the key memos know it by. Built once per gang:
-    admission, the messages and the victim search all read it."""
+    (``within``: one topology domain, or None; ``slices``: each group of members inside one domain
+    of a level; ``levels``: the label keys whose domains are tried first), and the key memos know it
+    by. Built once per gang: admission, the messages and the victim search all read it."""
 
-    __slots__ = ("groups", "items", "key", "signature", "within")
+    __slots__ = ("groups", "items", "key", "levels", "signature", "slices", "within")
 
-    def __init__(self, groups: Groups, items: list[tuple[Shape, int]], within: Within | None = None) -> None:
+    def __init__(
+        self,
+        groups: Groups,
+        items: list[tuple[Shape, int]],
+        within: Within | None = None,
+        slices: Slices | None = None,
+        levels: tuple[str, ...] | None = None,
+    ) -> None:
         self.groups = groups
         self.items = items
         self.within = within
+        self.slices = slices
+        self.levels = levels
         self.signature: Signature = signature(items)
-        self.key: DemandKey = (self.signature, within)
+        self.key: DemandKey = (self.signature, within, slices)
 
 
 def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
@@ -100,7 +113,7 @@ def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
     return PlanningPass(snapshot, config or PlannerConfig()).run()
 
 
-def invalid_spec(gang: Gang) -> str | None:
+def invalid_spec(gang: Gang, config: PlannerConfig | None = None) -> str | None:
     """Why the gang's spec can never be satisfied, or None."""
     if gang.min_member < 1:
         return msg.invalid_min_member(gang.min_member)
@@ -108,7 +121,7 @@ def invalid_spec(gang: Gang) -> str | None:
         return msg.invalid_max_member(gang.max_member, gang.min_member)
     if gang.creatable is not None and gang.creatable < gang.min_member:
         return msg.invalid_creatable(gang.creatable, gang.min_member)
-    return None
+    return topology.invalid(gang, config or PlannerConfig())
 
 
 @dataclass(slots=True)
@@ -232,9 +245,16 @@ class PlanningPass:
                 return [(shape, len(pods))]
         return sort_items([(shape, len(pods)) for shape, pods in groups.values()])
 
-    def _demand(self, pods: Sequence[Pod], within: Within | None = None) -> Demand:
+    def _demand(self, pods: Sequence[Pod], within: Within | None = None, gang: Gang | None = None) -> Demand:
+        """``gang``: whose topology request (slices, levels tried first) the placement follows."""
         groups = self._groups(pods)
-        return Demand(groups, self._items(groups), within)
+        if gang is None:
+            return Demand(groups, self._items(groups), within)
+        slices = topology.slices_of(gang)
+        if slices is not None:
+            for _, members in groups.values():
+                members.sort(key=topology.slice_order)
+        return Demand(groups, self._items(groups), within, slices, topology.levels_to_try(self.config, gang))
 
     @staticmethod
     def _within(gang: Gang) -> Within | None:
@@ -332,7 +352,7 @@ class PlanningPass:
     ) -> str | None:
         """Why these pods can never fit (constraints, too big even for an empty cluster, or for
         any single domain they must stay inside)."""
-        key = (sig if sig is not None else signature(items), within)
+        key: DemandKey = (sig if sig is not None else signature(items), within, None)
         if key in self._never:
             return self._never[key]
         parts = self._parts(items)
@@ -401,6 +421,10 @@ class PlanningPass:
         found = self._shortfalls.get(key)
         if found is not None:
             return found
+        if demand.slices is not None:
+            text = self._slices_shortfall(demand, demand.slices)
+            self._shortfalls[key] = text
+            return text
         if demand.within is not None:
             text = self._domain_shortfall(demand, demand.within)
             self._shortfalls[key] = text
@@ -411,6 +435,24 @@ class PlanningPass:
         text = msg.shortfall(self._parts(demand.items), placed, counts, self.config.message_nodes)
         self._shortfalls[key] = text
         return text
+
+    def _slices_shortfall(self, demand: Demand, slices: Slices) -> str:
+        """How many slices fit now (inside the best domain of ``within``, if any): placed one at a
+        time until one does not fit, then rolled back."""
+        capacity = self.capacity
+        shape, n = demand.items[0]
+        fitting = 0
+        mark = capacity.mark()
+        one = [(shape, slices.size)]
+        within = demand.within
+        while fitting < n // slices.size:
+            if topology.place_sliced(capacity, one, slices, within) is None:
+                break
+            fitting += 1
+        capacity.rollback(mark)
+        key = within.key if within is not None else None
+        parts = self._parts(demand.items)
+        return msg.slices_shortfall(parts, n // slices.size, slices.size, slices.key, key, fitting)
 
     def _domain_shortfall(self, demand: Demand, within: Within) -> str:
         """Why a gang held to one domain does not fit now: the domain with the most free room of the
@@ -484,11 +526,22 @@ class PlanningPass:
                 per[i] = per.get(i, 0) + 1
         return [(self.state.names[i], n) for i, n in per.items()]
 
+    def _place(self, demand: Demand) -> tuple[list[Assignment], Domain | None] | None:
+        """Place ``demand`` (booked) as its topology request says, or nothing."""
+        capacity = self.capacity
+        if demand.slices is not None:
+            memo = self.state.memo
+            if memo.known_failure(demand.items, demand.within):  # what fails unsliced fails sliced
+                return None
+            return topology.place_sliced(capacity, demand.items, demand.slices, demand.within)
+        levels = topology.resolve(capacity, demand.levels) if demand.levels is not None else None
+        return place(
+            capacity, demand.items, self.state.memo, self.config.topology_attempts, demand.within, levels
+        )
+
     def _try_place(self, required: Demand, extra: Sequence[Pod]) -> dict[str, int] | None:
         """Place all `required` pods or none, then as many of `extra` as fit. Booked on success."""
-        placed = place(
-            self.capacity, required.items, self.state.memo, self.config.topology_attempts, required.within
-        )
+        placed = self._place(required)
         if placed is None:
             return None
         result, domain = placed
@@ -530,7 +583,7 @@ class PlanningPass:
             return self._grow(gang)
         if gang.admitted and not any(m.gated and is_live(m) for m in gang.members):
             return None  # its run is over and nothing waits to start: the status tells how it ended
-        invalid = invalid_spec(gang)
+        invalid = invalid_spec(gang, self.config)
         if invalid is not None:
             return Reject(gang.key, Reason.INVALID_SPEC, invalid)
         timed_out = self._timed_out(gang)
@@ -595,7 +648,7 @@ class PlanningPass:
             if over is not None:
                 return self._wait(gang, Reason.QUEUE_LIMIT, over, timed_out)
             extra = book.within_limit(queue, request, extra)
-        demand = self._demand(required, self._within(gang))
+        demand = self._demand(required, self._within(gang), gang)
         nodes = self._try_place(demand, extra)
         if nodes is None:
             return self._cannot_fit(gang, demand, timed_out)
@@ -718,6 +771,8 @@ class PlanningPass:
         """Priority preemption (inside the gang's queue, if it has one), else reclaim."""
         if not self.config.preemption or gang.preemption_policy == "Never":
             return None
+        if demand.slices is not None:
+            return None  # the victim search knows no slices: it could evict for room slices cannot use
         book = self.state.queues
         queue = book.leaf(gang.queue) if book is not None else None
         found = self._priority_victims(gang, demand, queue)
@@ -973,7 +1028,7 @@ class PlanningPass:
         for child in children:
             if child.key in self.victims:
                 continue
-            invalid = invalid_spec(child)
+            invalid = invalid_spec(child, self.config)
             if invalid is not None:
                 siblings.rejects.append(Reject(child.key, Reason.INVALID_SPEC, invalid))
                 siblings.details.append(msg.sibling_detail(child.key.name, "invalid"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from controller.core.capacity import GPU, Capacity, ResourceIndex, Topology, Vector
-from controller.core.config import PlannerConfig
+from controller.core.config import PlannerConfig, preferred_levels
 from controller.core.fit import Eligibility
 from controller.core.model import Gang, GangKey, Node, Pod, Snapshot
 from controller.core.ordering import gang_order, reranked_locally
@@ -77,14 +77,14 @@ class NodeTable:
                 row[index[name]] = amount
             self.alloc.append(row)
         self.eligibility = Eligibility(self.nodes)
-        self.topology = Topology([node.labels for node in self.nodes], (config.rack_label, config.zone_label))
+        self.topology = Topology([node.labels for node in self.nodes], preferred_levels(config))
         self.max_gpus = max((row[GPU] for row in self.alloc), default=0)
 
 
 # The last node tables built, newest first: (the nodes they were built from, the config fields
 # they depend on, the table). Two, so that a what-if pass on modified nodes does not evict the
 # real cluster's.
-_TABLES: list[tuple[Sequence[Node], tuple[str, str, str], NodeTable]] = []
+_TABLES: list[tuple[Sequence[Node], tuple[object, ...], NodeTable]] = []
 _KEEP_TABLES = 2
 
 
@@ -93,7 +93,7 @@ def node_table(nodes: Sequence[Node], config: PlannerConfig) -> NodeTable:
     pass that is given the same objects (a controller that keeps its unchanged Node records, a
     replay). Node records are frozen, so the same objects always derive the same table; any new or
     reordered node builds a new one. Not I/O and not a result: only work not done twice."""
-    key = (config.gpu_resource, config.rack_label, config.zone_label)
+    key = (config.gpu_resource, config.topologies)
     for seen, seen_key, table in _TABLES:
         if seen_key == key and (
             seen is nodes

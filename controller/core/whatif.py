@@ -311,8 +311,8 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
 
 
 def _node_type(node: Node, config: PlannerConfig) -> tuple[object, ...]:
-    """Nodes alike but for their name and place (hostname, rack, zone) are one kind of node."""
-    own = (HOSTNAME, config.rack_label, config.zone_label)
+    """Nodes alike but for their name and place (hostname, the topologies' levels) are one kind of node."""
+    own = {HOSTNAME, *(key for _, levels in config.topologies for key in levels)}
     labels = tuple(sorted((k, v) for k, v in node.labels.items() if k not in own))
     return (tuple(sorted(node.allocatable.items())), labels, node.taints)
 

@@ -15,8 +15,9 @@ from controller.api import queue_records, records
 from controller.api.records import PodGroupRecord, WorkloadSize
 from controller.api.store import Store
 from controller.api.workload_owners import WorkloadKey, sized_by
-from controller.core import DisruptionMode, Gang, GangKey, Placement, Pod, Snapshot, is_live
-from shared import constants
+from controller.core import DisruptionMode, Gang, GangKey, GangTopology, Placement, Pod, Snapshot, is_live
+from controller.core import messages as msg
+from shared import constants, topology
 from shared.grouplink import opted_in
 from shared.jsonread import whole_number
 from shared.podgroup import ADMITTED_PHASES, ConditionType, Phase
@@ -158,14 +159,52 @@ def _placement(record: PodGroupRecord, members: list[Pod]) -> Placement:
     return Placement.FREE if value == constants.PLACEMENT_FREE else Placement.PINNED
 
 
-def _required_topology(record: PodGroupRecord, members: list[Pod]) -> str | None:
-    """The node label key the gang must stay inside one domain of: the PodGroup's spec, then its
-    annotation, then its members' (copied there from their workload by the webhook)."""
-    return (
-        record.spec.topology_required
-        or record.annotations.get(constants.TOPOLOGY_REQUIRED_ANNOTATION)
-        or member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION)
-        or None
+def _members_ask(members: list[Pod], names: Mapping[str, str]) -> topology.TopologyAsk:
+    found = {f: v for f, key in names.items() if (v := member_annotation(members, key))}
+    return topology.TopologyAsk(**found)
+
+
+def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, GangTopology]:
+    """The node label key the gang must stay inside one domain of, and the rest of its topology
+    request. Phalanx's own: the PodGroup's spec, then its annotations, then its members' (copied
+    there from their workload by the webhook); then Kueue's pod-template annotations and KAI's
+    topologyConstraint. Two systems that disagree make a conflict (InvalidSpec)."""
+    spec = record.spec
+    phalanx = topology.first_of(
+        (
+            topology.TopologyAsk(
+                name=spec.topology,
+                required=spec.topology_required,
+                preferred=spec.topology_preferred,
+                slice_key=spec.topology_slice_required,
+                slice_size=str(spec.topology_slice_size) if spec.topology_slice_size else None,
+            ),
+            topology.from_annotations(record.annotations, topology.PHALANX_ANNOTATIONS),
+            _members_ask(members, topology.PHALANX_ANNOTATIONS),
+        )
+    )
+    ask, conflict = topology.merge(
+        (
+            (msg.SOURCE_PHALANX, phalanx),
+            (msg.SOURCE_KUEUE, _members_ask(members, topology.KUEUE_ANNOTATIONS)),
+            (msg.SOURCE_KAI, record.kai_topology),
+        )
+    )
+    if conflict is not None:
+        text = msg.topology_conflict(
+            topology.FIELD_WORDS[conflict.field],
+            conflict.first,
+            conflict.first_from,
+            conflict.second,
+            conflict.second_from,
+        )
+        return None, GangTopology(conflict=text)
+    size = ask.slice_size
+    return ask.required, GangTopology(
+        name=ask.name,
+        preferred=ask.preferred,
+        slice_key=ask.slice_key,
+        slice_size=int(size) if size and size.isdigit() else (-1 if size else 0),
     )
 
 
@@ -226,6 +265,7 @@ def view(
     first_member = min((p.created for p in members), default=record.created)
     created = min(first_member, record.created) if record.created else first_member
     waiting_since = _waiting_since(record, members, now)
+    required_topology, topology_request = _topology(record, members)
     gang = Gang(
         key=record.key,
         min_member=record.spec.min_member or 0,
@@ -250,7 +290,8 @@ def view(
         queue=_queue(record, members, store),
         held=dict(hold.placement) if hold else {},
         held_since=hold.at if hold else None,
-        required_topology=_required_topology(record, members),
+        required_topology=required_topology,
+        topology=topology_request,
         disruption_mode=_disruption_mode(record),
     )
     last_admitted = admission.latest if admission is not None and admitted_at is not None else None

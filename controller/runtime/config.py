@@ -6,8 +6,34 @@ import os
 import socket
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from controller.core import DEFAULT_LEVELS, DEFAULT_TOPOLOGY, messages
+
+Topologies = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def parse_topologies(levels: str, more: str) -> Topologies:
+    """``--topology-levels`` (the default topology, label keys widest first, comma-separated) and
+    ``--topologies`` (further ones, ``name=key,key;name=key,...``) as PlannerConfig.topologies."""
+    out: list[tuple[str, tuple[str, ...]]] = [(DEFAULT_TOPOLOGY, _keys(levels))]
+    for entry in (e.strip() for e in more.split(";")):
+        if not entry:
+            continue
+        name, sep, keys = entry.partition("=")
+        name = name.strip()
+        if not sep or not name or any(name == seen for seen, _ in out):
+            raise ValueError(messages.topologies_malformed(entry))
+        out.append((name, _keys(keys)))
+    return tuple(out)
+
+
+def _keys(text: str) -> tuple[str, ...]:
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    if len(set(keys)) != len(keys):
+        raise ValueError(messages.topology_key_twice(text))
+    return keys
 
 
 def pod_name_or_hostname() -> str:
@@ -71,9 +97,32 @@ class ControllerSettings(BaseSettings):
         description="a gang waiting longer gets a reservation so smaller gangs cannot starve it; "
         "unset (the default): no reservations",
     )
+    topology_levels: str = Field(
+        ",".join(DEFAULT_LEVELS),
+        description="the default topology: node label keys, widest first, comma-separated; a gang "
+        "that fits inside one domain of a level is kept there (the narrowest first); labels no node "
+        "carries are skipped",
+    )
+    topologies: str = Field(
+        "",
+        description="further topologies a gang may name (phalanx.io/topology): "
+        "name=key,key,...;name=key,... (widest first)",
+    )
     patch_concurrency: int = Field(64, description="parallel pod patches when a gang's gates are lifted")
     resync_seconds: float = Field(
         30.0, description="a full re-plan at least this often, whatever the watches say"
     )
     log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
     log_json: bool = Field(True, description="JSON log lines (--no-log-json: plain text)")
+
+    @field_validator("topologies")
+    @classmethod
+    def _topologies_parse(cls, value: str) -> str:
+        parse_topologies("", value)
+        return value
+
+    @field_validator("topology_levels")
+    @classmethod
+    def _levels_parse(cls, value: str) -> str:
+        _keys(value)
+        return value

@@ -22,7 +22,7 @@ from controller.pipeline.executor import Executor, ExecutorSettings
 from controller.pipeline.metrics import ControllerMetrics
 from controller.pipeline.reconciler import Reconciler
 from controller.pipeline.workqueue import WorkQueue
-from controller.runtime.config import ControllerSettings
+from controller.runtime.config import ControllerSettings, parse_topologies
 
 WATCHED = [
     r.NODES,
@@ -52,6 +52,7 @@ def planner_config(settings: ControllerSettings) -> PlannerConfig:
         preemption=settings.preemption,
         preemption_min_runtime_seconds=settings.preemption_min_runtime_seconds,
         starvation_age_seconds=settings.starvation_age_seconds,
+        topologies=parse_topologies(settings.topology_levels, settings.topologies),
     )
 
 

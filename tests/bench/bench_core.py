@@ -17,6 +17,9 @@ from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 
 1b. ``pass_10k_queues``: the same pass with every gang (running and pending) in one of 40 teams
    of a 3-level tree of 50 queues (2 divisions × 4 departments × 5 teams), GPU quotas summing to
    the cluster, every fourth team limited to twice its quota.
+1c. ``pass_10k_topology``: the same pass on the same nodes labelled in four levels (zone, block of
+   100 nodes, rack of 20, NVLink domain ``nvidia.com/gpu.clique`` of 4), a third of the pending
+   gangs requiring one rack (``required_topology``); target: at most 1.5 × ``pass_10k``.
 3. ``victim_search``: one higher-priority gang of 16 pods × 8 GPUs that fits only by preemption
    (every running pod lower priority, minimum runtime 0): plan() total and the victim search alone.
 
@@ -69,7 +72,14 @@ TRACE = default_trace()
 GPU = "nvidia.com/gpu"
 NOW = 1_700_000_000.0
 GIB = 2**30
-TARGETS = {"pass_10k": 1.0, "pass_10k_queues": 1.0, "gang_256": 0.010, "victim_search": 2.0}
+TARGETS = {
+    "pass_10k": 1.0,
+    "pass_10k_queues": 1.0,
+    "pass_10k_topology": 1.5,
+    "gang_256": 0.010,
+    "victim_search": 2.0,
+}
+RACK = "topology.kubernetes.io/rack"
 
 TOLERATE_GPU = (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),)
 TOLERATE_ALL = (Toleration("", "Exists", "", ""),)
@@ -228,6 +238,21 @@ def pending_gangs(rng: random.Random, n: int) -> list[Gang]:
     return out
 
 
+def with_four_levels(nodes: list[Node]) -> list[Node]:
+    """The nodes with a block (5 racks) and an NVLink domain (4 nodes) label too."""
+    out = []
+    for i, node in enumerate(nodes):
+        labels = {**node.labels, "topology.kubernetes.io/block": f"block-{i // 100:02d}"}
+        labels["nvidia.com/gpu.clique"] = f"nvl-{i // 4:04d}"
+        out.append(replace(node, labels=labels))
+    return out
+
+
+def with_required_racks(gangs: list[Gang]) -> list[Gang]:
+    """Every third gang requires one rack."""
+    return [replace(g, required_topology=RACK) if k % 3 == 0 else g for k, g in enumerate(gangs)]
+
+
 def snapshot_of(nodes: list[Node], pods: list[Pod], gangs: list[Gang]) -> Snapshot:
     pending = [m for g in gangs for m in g.members if m.gated]
     return Snapshot(
@@ -318,6 +343,20 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
         key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
         by_reason[key] = by_reason.get(key, 0) + 1
     results["scenarios"]["pass_10k_queues"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
+
+    # 1c. the same pass on four topology levels, a third of the pending gangs requiring one rack
+    levelled = snapshot_of(with_four_levels(nodes), pods, running + with_required_racks(pending))
+    times, result = timed(lambda: plan(levelled, config), runs)
+    by_reason = {}
+    for d in result.decisions:  # type: ignore[attr-defined]
+        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
+        by_reason[key] = by_reason.get(key, 0) + 1
+    base_best = min(results["scenarios"]["pass_10k"]["seconds"])
+    results["scenarios"]["pass_10k_topology"] = {
+        "seconds": times,
+        "decisions": dict(sorted(by_reason.items())),
+        "ratio_to_pass_10k": round(min(times) / base_best, 2),
+    }
 
     # 2. one 256-pod gang
     def big(name: str, per_pod: int) -> Gang:

@@ -68,3 +68,126 @@ def test_a_gang_that_requires_one_rack_lands_in_one_or_waits_saying_why(
         lambda: all(gated(p) and not bound(p) for p in members(cluster, gang_namespace, "second")),
         what="second gang stays gated",
     )
+
+    # The filler ends: its rack has 16 free GPUs again and the gang starts inside it.
+    cluster.kubectl("delete", "job", "filler", "-n", gang_namespace, "--wait=false")
+    eventually(lambda: count_bound(cluster, gang_namespace, "second") == 7, 60, what="second gang bound")
+    assert {rack_of[p["spec"]["nodeName"]] for p in members(cluster, gang_namespace, "second")} == {other}
+
+
+# ---- four levels: zone > block > rack > NVLink domain (tests/localcluster/fleet.py) ---------------
+
+BLOCK = "topology.kubernetes.io/block"
+NVLINK = "nvidia.com/gpu.clique"
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+
+
+def four_level_pool(pool: NodePool, count: int) -> dict[str, dict[str, str]]:
+    """``count`` 8-GPU nodes in racks of 4, blocks of 2 racks, 2 NVLink domains of 2 nodes per
+    rack (a rack's nodes join its domains in turn); node name -> its labels."""
+    names = pool.add(count, gpus=8, four_levels=True, nodes_per_rack=4, racks_per_block=2, nvlink_per_rack=2)
+    return {name: node_labels(pool, name) for name in names}
+
+
+def node_labels(pool: NodePool, name: str) -> dict[str, str]:
+    labels: dict[str, str] = pool.cluster.kubectl_json("get", "node", name)["metadata"]["labels"]
+    return labels
+
+
+def fill(cluster: LocalCluster, namespace: str, pool: NodePool, name: str, node: str, gpus: int = 8) -> None:
+    """One pod taking ``gpus`` GPUs of ``node``."""
+    filler = pooled_job(name, pool).parallelism(1).gpus(gpus)
+    filler.node_selector({**pool.selector, HOSTNAME: NodePool.hostname(node)})
+    apply(cluster, namespace, filler.build())
+    eventually(lambda: count_bound(cluster, namespace, name) == 1, 60, what=f"{name} bound")
+
+
+def domains(
+    cluster: LocalCluster, namespace: str, job: str, labels: dict[str, dict[str, str]], key: str
+) -> set[str]:
+    return {labels[p["spec"]["nodeName"]][key] for p in members(cluster, namespace, job)}
+
+
+def waits_saying(
+    cluster: LocalCluster, namespace: str, name: str, words: str, group: str = "scheduling.sigs.k8s.io"
+) -> str:
+    def says() -> str | None:
+        status = podgroup(cluster, namespace, name, group=group).get("status") or {}
+        message = str(status.get("message", ""))
+        return message if status.get("reason") == "InsufficientCapacity" and words in message else None
+
+    return eventually(says, 60, what=f"{name}'s PodGroup to say it waits ({words})")
+
+
+def test_a_preferred_rack_gang_that_no_rack_holds_lands_inside_one_block(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    # 2 blocks of 2 racks of 4 nodes. Whole nodes taken: 0, 1, 2 (block 0) and 8-11 (block 1, all
+    # of rack 2). Free: 3-7 (block 0: one node of rack 0 and all of rack 1), 12-15 (block 1, rack 3).
+    # No rack has 5 free nodes, block 0 has; nodes sorted by name put block 1's free nodes first
+    # (pool-…-12 < pool-…-3), so a gang spread across the cluster would cross blocks.
+    labels = four_level_pool(pool, 16)
+    names = list(labels)
+    for k in (0, 1, 2, 8, 9, 10, 11):
+        fill(cluster, gang_namespace, pool, f"fill-{k}", names[k])
+    preferred = {"phalanx.io/topology-preferred": RACK}
+    apply(
+        cluster,
+        gang_namespace,
+        pooled_job("wide", pool).parallelism(5).gpus(8).annotations(preferred).build(),
+    )
+    eventually(lambda: count_bound(cluster, gang_namespace, "wide") == 5, 60, what="wide gang bound")
+    assert len(domains(cluster, gang_namespace, "wide", labels, RACK)) == 2
+    assert domains(cluster, gang_namespace, "wide", labels, BLOCK) == {labels[names[3]][BLOCK]}
+
+
+def test_each_slice_of_a_sliced_gang_lands_inside_one_nvlink_domain(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    # 8 nodes: 4 NVLink domains of 2 nodes (16 GPUs); consecutive nodes are in different domains.
+    # 4 slices × 8 pods × 2 GPUs: each slice is exactly one domain's GPUs.
+    labels = four_level_pool(pool, 8)
+    sliced = {"phalanx.io/topology-slice-required": NVLINK, "phalanx.io/topology-slice-size": "8"}
+    job = pooled_job("sliced", pool).parallelism(32).completions(32).gpus(2).annotations(sliced).build()
+    job["spec"]["completionMode"] = "Indexed"
+    apply(cluster, gang_namespace, job)
+    eventually(lambda: count_bound(cluster, gang_namespace, "sliced") == 32, 90, what="sliced gang bound")
+    by_slice: dict[int, set[str]] = {}
+    for p in members(cluster, gang_namespace, "sliced"):
+        index = int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+        by_slice.setdefault(index // 8, set()).add(labels[p["spec"]["nodeName"]][NVLINK])
+    assert sorted(by_slice) == [0, 1, 2, 3]
+    assert all(len(found) == 1 for found in by_slice.values()), by_slice
+    assert len(set().union(*by_slice.values())) == 4  # one domain per slice
+
+
+def test_kueue_and_kai_required_levels_hold_gangs_unchanged(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    # 8 nodes, 2 racks of 4; one whole node taken in each rack: 6 free nodes, but 3 per rack.
+    labels = four_level_pool(pool, 8)
+    names = list(labels)
+    fill(cluster, gang_namespace, pool, "fill-a", names[0])
+    fill(cluster, gang_namespace, pool, "fill-b", names[4])
+    # As Kueue TAS users write it: the annotation on the pod template.
+    kueue = pooled_job("kueue-tas", pool).parallelism(4).gpus(8).template_annotation(KUEUE_REQUIRED, RACK)
+    apply(cluster, gang_namespace, kueue.build())
+    waits_saying(cluster, gang_namespace, "kueue-tas", f"inside one {RACK} domain")
+    # As KAI users write it: a PodGroup with topologyConstraint, pods linked by annotation.
+    kai_group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "kai-topo"},
+        "spec": {"minMember": 4, "topologyConstraint": {"requiredTopologyLevel": RACK}},
+    }
+    apply(cluster, gang_namespace, kai_group)
+    kai = (
+        pooled_job("kai-topo", pool).parallelism(4).gpus(8).template_annotation("pod-group-name", "kai-topo")
+    )
+    apply(cluster, gang_namespace, kai.build())
+    waits_saying(cluster, gang_namespace, "kai-topo", f"inside one {RACK} domain", group="scheduling.run.ai")
+    # The cluster had room all along (6 free nodes): only the racks did not. Free one rack: the gang
+    # first in line starts, inside it.
+    cluster.kubectl("delete", "job", "fill-a", "-n", gang_namespace, "--wait=false")
+    eventually(lambda: count_bound(cluster, gang_namespace, "kueue-tas") == 4, 90, what="Kueue TAS job bound")
+    assert domains(cluster, gang_namespace, "kueue-tas", labels, RACK) == {labels[names[0]][RACK]}

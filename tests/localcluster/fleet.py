@@ -1,4 +1,9 @@
-"""The fake nodes: GPU nodes spread over racks and zones, and a few CPU-only nodes."""
+"""The fake nodes: GPU nodes spread over racks and zones, and a few CPU-only nodes.
+
+``four_levels`` labels GPU nodes in four nested levels under their own ``domain_prefix`` (for one
+test's pool): zone, block, rack, NVLink domain (``nvidia.com/gpu.clique``), where the NVLink domains
+of a rack take its nodes in turn (node k of a rack joins its domain k % domains), so that consecutive
+node names are not in one domain."""
 
 from __future__ import annotations
 
@@ -22,6 +27,10 @@ class FleetSpec:
     cpu_node_cpu: str = "32"
     cpu_node_memory: str = "128Gi"
     max_pods: int = 110
+    four_levels: bool = False
+    racks_per_block: int = 2
+    nvlink_per_rack: int = 2
+    domain_prefix: str = ""
 
     @property
     def total_gpus(self) -> int:
@@ -49,6 +58,19 @@ def _node(name: str, labels: dict[str, str], capacity: dict[str, str]) -> dict[s
     }
 
 
+def _four_levels(spec: FleetSpec, i: int) -> dict[str, str]:
+    p = spec.domain_prefix
+    rack = i // spec.nodes_per_rack
+    block = rack // spec.racks_per_block
+    nvlink = rack * spec.nvlink_per_rack + (i % spec.nodes_per_rack) % spec.nvlink_per_rack
+    return {
+        "topology.kubernetes.io/zone": f"{p}zone",
+        "topology.kubernetes.io/block": f"{p}block-{block}",
+        "topology.kubernetes.io/rack": f"{p}rack-{rack}",
+        "nvidia.com/gpu.clique": f"{p}nvl-{nvlink}",
+    }
+
+
 def gpu_node_name(index: int) -> str:
     return f"gpu-node-{index:03d}"
 
@@ -67,6 +89,7 @@ def node_manifests(spec: FleetSpec) -> list[dict[str, Any]]:
                     "nvidia.com/gpu.count": str(spec.gpus_per_node),
                     "topology.kubernetes.io/zone": f"zone-{chr(ord('a') + zone % 26)}",
                     "topology.kubernetes.io/rack": f"rack-{rack:02d}",
+                    **(_four_levels(spec, i) if spec.four_levels else {}),
                 },
                 {
                     "cpu": spec.gpu_node_cpu,

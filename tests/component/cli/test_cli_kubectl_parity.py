@@ -77,6 +77,8 @@ PLANNER_SETTINGS = {
     "preemption-min-runtime-seconds",
     "starvation-age-seconds",
     "default-schedule-timeout-seconds",
+    "topology-levels",
+    "topologies",
 }
 
 

@@ -166,7 +166,9 @@ def test_output(
 SETTINGS_LINE = (
     "Planner settings from defaults (no Deployment phalanx-system/phalanx-controller): preemption true "
     "(default), preemption-min-runtime-seconds 0.0 (default), starvation-age-seconds unset (default), "
-    "default-schedule-timeout-seconds unset (default)\n"
+    "default-schedule-timeout-seconds unset (default), topology-levels topology.kubernetes.io/zone,"
+    "topology.kubernetes.io/block,topology.kubernetes.io/rack,nvidia.com/gpu.clique,kubernetes.io/hostname "
+    "(default), topologies unset (default)\n"
 )
 
 

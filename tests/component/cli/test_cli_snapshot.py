@@ -107,6 +107,7 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
                                 "--preemption-min-runtime-seconds",
                                 "30",
                                 "--log-json",
+                                "--topologies=gb200=nvidia.com/gpu.clique",
                             ],
                             "env": [
                                 {"name": "PHALANX_CONTROLLER_PREEMPTION", "value": "true"},
@@ -135,6 +136,12 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
         "preemption-min-runtime-seconds": {"value": 30.0, "from": "args"},
         "starvation-age-seconds": {"value": 120.0, "from": "args"},
         "default-schedule-timeout-seconds": {"value": 600.0, "from": "env"},
+        "topology-levels": {
+            "value": "topology.kubernetes.io/zone,topology.kubernetes.io/block,topology.kubernetes.io/rack,"
+            "nvidia.com/gpu.clique,kubernetes.io/hostname",
+            "from": "default",
+        },
+        "topologies": {"value": "gb200=nvidia.com/gpu.clique", "from": "args"},
     }
 
 

@@ -146,3 +146,36 @@ async def test_an_all_mode_victim_goes_whole() -> None:
     suspended = h.kube.writes_to(r.JOBS, "patch")
     assert suspended and suspended[0].name == "train" and suspended[0].body["spec"] == {"suspend": True}
     assert h.metrics.preemption_gpus_evicted._value.get() == 4
+
+
+async def test_a_kai_podgroup_s_required_level_holds_the_gang_to_one_domain() -> None:
+    h = Harness()
+    # c1 has 4 GPUs, c2 8: the 6-pod gang fits only in c2.
+    racked(h, {"node-a": "c1", "node-b": "c2", "node-c": "c2"}, CLIQUE)
+    group = podgroup(min_member=6)
+    group["apiVersion"] = r.PODGROUPS_KAI.api_version
+    group["spec"]["topologyConstraint"] = {"requiredTopologyLevel": CLIQUE}
+    h.kube.seed(r.PODGROUPS_KAI, group)
+    h.kube.seed(r.PODS, *gang(6))
+    for _ in range(2):
+        await h.step()
+
+    pins = {h.pin(f"g-{i}") for i in range(6)}
+    assert {domain_of(h, pin, CLIQUE) for pin in pins} == {"c2"}
+
+
+async def test_kueue_and_phalanx_asking_for_different_levels_is_an_invalid_spec() -> None:
+    h = Harness()
+    racked(h, {"node-a": "r1", "node-b": "r2"})
+    asked = {c.TOPOLOGY_REQUIRED_ANNOTATION: RACK, "kueue.x-k8s.io/podset-required-topology": CLIQUE}
+    h.kube.seed(r.PODS, *gang(2, annotations=asked))
+    for _ in range(2):
+        await h.step()
+
+    pg = h.pg()
+    assert pg is not None
+    assert pg["status"]["reason"] == "InvalidSpec"
+    assert pg["status"]["message"] == (
+        f"required level {RACK} (Phalanx) conflicts with {CLIQUE} (Kueue annotations); set one of them"
+    )
+    assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(2))

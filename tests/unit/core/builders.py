@@ -11,6 +11,7 @@ from controller.core.model import (
     DisruptionMode,
     Gang,
     GangKey,
+    GangTopology,
     Node,
     OwnerRef,
     Placement,
@@ -318,6 +319,11 @@ class GangBuilder:
     def requires(self, topology_key: str) -> GangBuilder:
         """Every member inside one domain of the node label ``topology_key``."""
         self._f["required_topology"] = topology_key
+        return self
+
+    def topology(self, **request: object) -> GangBuilder:
+        """The rest of its topology request (GangTopology's fields: name, preferred, slices)."""
+        self._f["topology"] = GangTopology(**request)  # type: ignore[arg-type]
         return self
 
     def single_disruption(self) -> GangBuilder:

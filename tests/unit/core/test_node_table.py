@@ -33,7 +33,7 @@ def test_new_or_reordered_nodes_build_a_new_table() -> None:
     assert node_table(first.nodes[::-1], CONFIG) is not table
     equal = tuple(replace(n) for n in first.nodes)  # equal, but other objects
     assert node_table(equal, CONFIG) is not table
-    assert node_table(first.nodes, replace(CONFIG, rack_label="rack")) is not table
+    assert node_table(first.nodes, replace(CONFIG, topologies=(("default", ("rack",)),))) is not table
 
 
 def test_a_shared_table_gives_the_plan_a_fresh_one_gives() -> None:

@@ -175,7 +175,7 @@ def test_topology_label_keys_are_configurable() -> None:
     nodes = [node(n).gpus(8).label("example.com/pod", n[0]) for n in ("x0", "x1", "y0", "y1")]
     pods = [busy("x0", 4), busy("x1", 4), busy("y0", 5), busy("y1", 5)]  # x: 4 + 4, y: 3 + 3
     g = gang("g").min(2).gated_members(2, gpus=3)
-    assert set(per_node(decide(nodes, g, pods, rack_label="example.com/pod"))) == {"y0", "y1"}
+    assert set(per_node(decide(nodes, g, pods, topologies=(("pods", ("example.com/pod",)),)))) == {"y0", "y1"}
     assert set(per_node(decide(nodes, g, pods))) == {"x0", "y0"}  # no rack labels: best fit only
 
 

@@ -108,6 +108,10 @@ def test_spec_schema() -> None:
         "queue",
         "parentPodGroup",
         "topologyRequired",
+        "topology",
+        "topologyPreferred",
+        "topologySliceRequired",
+        "topologySliceSize",
         "disruptionMode",
     }
     assert props["minMember"]["type"] == "integer" and props["minMember"]["minimum"] == 1
@@ -166,7 +170,9 @@ def test_the_three_crds_agree() -> None:
     kai_spec = kai["properties"]["spec"]
     primary_spec = primary["properties"]["spec"]
     # KAI's own spelling of these is its topologyConstraint and none: its schema stays KAI's.
-    shared_fields = set(primary_spec["properties"]) - {"minResources", "topologyRequired", "disruptionMode"}
+    own = {"minResources", "disruptionMode", "topologyRequired", "topology", "topologyPreferred"}
+    own |= {"topologySliceRequired", "topologySliceSize"}
+    shared_fields = set(primary_spec["properties"]) - own
     assert set(kai_spec["properties"]) == shared_fields | KAI_ONLY_FIELDS
     for field in shared_fields:
         assert kai_spec["properties"][field] == primary_spec["properties"][field], field

@@ -24,6 +24,10 @@ def test_a_stored_spec_is_read_into_typed_fields() -> None:
             "queue": "team-a",
             "parentPodGroup": "parent",
             "topologyRequired": "topology.kubernetes.io/rack",
+            "topology": "gb200",
+            "topologyPreferred": "topology.kubernetes.io/block",
+            "topologySliceRequired": "nvidia.com/gpu.clique",
+            "topologySliceSize": 8,
             "disruptionMode": "Single",
         }
     )
@@ -37,6 +41,10 @@ def test_a_stored_spec_is_read_into_typed_fields() -> None:
         "team-a",
         "parent",
         "topology.kubernetes.io/rack",
+        "gb200",
+        "topology.kubernetes.io/block",
+        "nvidia.com/gpu.clique",
+        8,
         "Single",
     )
 

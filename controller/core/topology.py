@@ -1,0 +1,177 @@
+"""What a gang asks of the cluster's topology, and the placement of sliced gangs.
+
+A topology is an ordered list of node label keys, widest first (zone, block, rack, NVLink domain,
+hostname by default); the platform engineer may define several (``PlannerConfig.topologies``) and a
+gang names the one it uses. Per gang:
+
+- required level (``Gang.required_topology``): every member inside one domain of it, or wait
+  (placement.place with ``Within``);
+- preferred level: its domains are tried first, then those of each wider level of the gang's
+  topology, then the whole cluster (``levels_to_try``);
+- no request: every level of the topology but the hostname is tried, the narrowest first;
+- slices: every ``slice_size`` members (in member order) inside one domain of ``slice_key``, the
+  gang as a whole inside one domain of its required level if it has one (``place_sliced``).
+
+Among the domains that fit, the one needing the fewest nodes and then the one with the fewest free
+GPUs is taken (``placement.domain_order``): best fit, so the wholly free domains stay free for the
+big gangs behind. ``invalid`` says why a request can never be met (the PodGroup's InvalidSpec).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from controller.core import messages as msg
+from controller.core.capacity import Capacity
+from controller.core.config import PlannerConfig, narrowest_first
+from controller.core.model import Gang, Pod
+from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
+from controller.core.shapes import Shape
+
+
+@dataclass(frozen=True, slots=True)
+class Slices:
+    """Every ``size`` members inside one domain of node label ``key``."""
+
+    key: str
+    size: int
+
+
+def slices_of(gang: Gang) -> Slices | None:
+    request = gang.topology
+    if request.slice_key and request.slice_size > 0:
+        return Slices(request.slice_key, request.slice_size)
+    return None
+
+
+# A pod's index in its Job (indexed Jobs, JobSets): slices are cut in its order.
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def slice_order(pod: Pod) -> tuple[int, float, str]:
+    """Members of a sliced gang in index order (then as they are admitted): members 0..N-1 form
+    the first slice."""
+    index = pod.labels.get(COMPLETION_INDEX, "")
+    return (int(index) if index.isdigit() else 1 << 30, pod.created, pod.name)
+
+
+def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
+    """The label keys whose domains a gang without a required level is first tried inside, in
+    order: from its preferred level to the widest, else every level but the hostname, narrowest
+    first."""
+    levels = config.levels(gang.topology.name) or ()
+    preferred = gang.topology.preferred
+    if preferred:
+        if preferred in levels:
+            return tuple(reversed(levels[: levels.index(preferred) + 1]))
+        return (preferred,)
+    return narrowest_first(levels)
+
+
+def resolve(capacity: Capacity, keys: Sequence[str]) -> list[int]:
+    """The capacity levels of ``keys`` some node carries, in order."""
+    out: list[int] = []
+    for key in keys:
+        level = capacity.level_of(key)
+        if level is not None and level not in out:
+            out.append(level)
+    return out
+
+
+def invalid(gang: Gang, config: PlannerConfig) -> str | None:
+    """Why the gang's topology request can never be met, or None."""
+    request = gang.topology
+    if request.conflict:
+        return request.conflict
+    if request.name is not None and config.levels(request.name) is None:
+        return msg.topology_unknown(request.name, [name for name, _ in config.topologies])
+    if request.slice_key or request.slice_size:
+        if not request.slice_key or request.slice_size < 1:
+            return msg.slice_incomplete()
+        if gang.min_member % request.slice_size:
+            return msg.slice_not_dividing(request.slice_size, gang.min_member)
+        levels = config.levels(request.name) or ()
+        required = gang.required_topology
+        if (
+            required in levels
+            and request.slice_key in levels
+            and levels.index(request.slice_key) < levels.index(required)
+        ):
+            return msg.slice_wider_than_gang(request.slice_key, required)
+    return None
+
+
+def place_sliced(
+    capacity: Capacity, items: Items, slices: Slices, within: Within | None
+) -> tuple[list[Assignment], Domain | None] | None:
+    """Place one shape's pods in slices of ``slices.size``, each inside one domain of
+    ``slices.key``, all inside one domain of ``within`` when given; booked, or nothing. The
+    assignment lists the slices in order, so pods taken in member order fill one slice after the
+    other."""
+    if len(items) != 1:
+        return None
+    shape, n = items[0]
+    level = capacity.level_of(slices.key)
+    if level is None or n % slices.size:
+        return None
+    outer = _outer_domains(capacity, items, within)
+    if outer is None:
+        return None
+    for home in outer:
+        mark = capacity.mark()
+        placed: Assignment = []
+        for _ in range(n // slices.size):
+            one = _place_slice(capacity, shape, slices.size, level, home)
+            if one is None:
+                capacity.rollback(mark)
+                break
+            placed.extend(one)
+        else:
+            return [placed], home
+    return None
+
+
+def _outer_domains(capacity: Capacity, items: Items, within: Within | None) -> list[Domain | None] | None:
+    if within is None:
+        return [None]
+    if within.value is not None:
+        found = capacity.domain_of(within.key, within.value)
+        return [found] if found is not None else None
+    level = capacity.level_of(within.key)
+    if level is None:
+        return None
+    return [(level, d) for d in domain_order(capacity, level, items)]
+
+
+def _place_slice(
+    capacity: Capacity, shape: Shape, size: int, level: int, home: Domain | None
+) -> Assignment | None:
+    """One slice inside one domain of ``level`` (and of ``home``), best fit first; booked."""
+    for d in domain_order(capacity, level, [(shape, size)]):
+        nodes = capacity.dom_members[level][d]
+        if home is not None:
+            home_of = capacity.dom_of[home[0]]
+            nodes = [i for i in nodes if home_of[i] == home[1]]
+        out, placed = fill(capacity, shape, size, nodes)
+        if placed == size:
+            return out
+    return None
+
+
+def held_in(
+    config: PlannerConfig, gang: Gang, labels: Mapping[str, Mapping[str, str]], nodes: Iterable[str]
+) -> tuple[str, str] | None:
+    """The narrowest domain (label key, value) of the gang's topology, or of its required level,
+    that holds every one of ``nodes`` (where its members run or are placed), or None."""
+    on = [labels.get(name, {}) for name in set(nodes)]
+    if not on:
+        return None
+    keys = list(reversed(config.levels(gang.topology.name) or ()))
+    if gang.required_topology and gang.required_topology not in keys:
+        keys.insert(0, gang.required_topology)
+    for key in keys:
+        values = {node_labels.get(key) for node_labels in on}
+        if len(values) == 1 and None not in values:
+            return key, str(values.pop())
+    return None

@@ -1,0 +1,158 @@
+"""The cluster's topology levels and what a gang asks of them beyond one required domain: a
+preferred level (tried first, then the wider ones), slices (every N members inside one domain of
+a level), the topology it names, and requests that can never be met (InvalidSpec)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from controller.core import PlannerConfig, plan
+from controller.core.config import BLOCK_LABEL, NVLINK_LABEL, RACK_LABEL
+from controller.core.model import Admit, GangKey, Reason, Reject, Wait
+
+from .builders import GangLike, NodeLike, PodLike, gang, node, pod, snapshot
+
+G = GangKey("ns", "g")
+CONFIG = PlannerConfig(starvation_age_seconds=None, preemption=False)
+
+
+def decide(
+    nodes: Sequence[NodeLike], g: GangLike, pods: Sequence[PodLike] = (), config: PlannerConfig = CONFIG
+) -> object:
+    return plan(snapshot(nodes, [g], pods), config).for_gang(G)
+
+
+def busy(node_name: str, gpus: int) -> PodLike:
+    return pod(f"busy-{node_name}").ns("other").gpus(gpus).on(node_name)
+
+
+def fleet() -> list[NodeLike]:
+    """2 blocks × 2 racks × 2 NVLink domains × 2 nodes of 8 GPUs (16 nodes, 128 GPUs)."""
+    out: list[NodeLike] = []
+    for k in range(16):
+        block, rack, clique = k // 8, k // 4, k // 2
+        out.append(
+            node(f"n{k:02d}")
+            .gpus(8)
+            .label(BLOCK_LABEL, f"b{block}")
+            .label(RACK_LABEL, f"r{rack}")
+            .label(NVLINK_LABEL, f"c{clique}")
+        )
+    return out
+
+
+def labels_of(decision: object, key: str) -> Counter[str]:
+    """Pods per domain of ``key``."""
+    assert isinstance(decision, Admit), decision
+    built = {n.build().name: n.build() for n in fleet()}  # type: ignore[union-attr]
+    return Counter(built[str(name)].labels[key] for name in decision.booked.values())
+
+
+def half_full() -> list[PodLike]:
+    """Every rack keeps 12 of its 32 GPUs free (5 of 8 taken on two of its nodes, 4 on the other two):
+    no rack holds 16 GPUs, each block holds 24."""
+    return [busy(f"n{k:02d}", 5 if k % 4 < 2 else 4) for k in range(16)]
+
+
+def test_a_preferred_rack_that_no_rack_can_hold_lands_inside_one_block() -> None:
+    g = gang("g").min(4).gated_members(4, gpus=4).topology(preferred=RACK_LABEL)
+    d = decide(fleet(), g, half_full())
+    assert len(labels_of(d, BLOCK_LABEL)) == 1
+    assert len(labels_of(d, RACK_LABEL)) > 1
+
+
+def test_a_preferred_rack_is_used_when_one_fits() -> None:
+    g = gang("g").min(4).gated_members(4, gpus=4).topology(preferred=RACK_LABEL)
+    d = decide(fleet(), g, [busy(f"n{k:02d}", 8) for k in range(0, 16, 2)])  # 4 free nodes' worth per rack
+    assert len(labels_of(d, RACK_LABEL)) == 1
+
+
+def test_without_a_request_the_narrowest_level_that_fits_is_used() -> None:
+    # 2 pods × 8 GPUs: one NVLink domain of two empty nodes holds them.
+    d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8))
+    assert len(labels_of(d, NVLINK_LABEL)) == 1
+
+
+def test_best_fit_takes_the_tightest_domain_and_keeps_whole_ones_free() -> None:
+    # Rack r0 has 8 GPUs free (one empty node + partly used ones), every other rack is empty: a gang
+    # of 2 × 4 GPUs goes to r0, leaving the empty racks whole for big gangs.
+    pods = [busy("n00", 8), busy("n01", 8), busy("n02", 8)]
+    g = gang("g").min(2).gated_members(2, gpus=4).topology(preferred=RACK_LABEL)
+    d = decide(fleet(), g, pods)
+    assert labels_of(d, RACK_LABEL) == Counter({"r0": 2})
+
+
+def test_each_slice_lands_inside_one_nvlink_domain() -> None:
+    # 4 slices of 4 pods × 2 GPUs: one slice is one NVLink domain's worth (16 GPUs) only if packed.
+    pods = [busy("n00", 2), busy("n03", 2)]  # two domains lose 2 GPUs: a slice can no longer fill them
+    g = gang("g").min(16).gated_members(16, gpus=2).topology(slice_key=NVLINK_LABEL, slice_size=4)
+    d = decide(fleet(), g, pods)
+    per_domain = labels_of(d, NVLINK_LABEL)
+    assert all(count % 4 == 0 for count in per_domain.values()), per_domain
+    # Slices follow member order: members 0-3, 4-7, ... share a domain each.
+    assert isinstance(d, Admit)
+    built = {n.build().name: n.build() for n in fleet()}  # type: ignore[union-attr]
+    by_member = sorted(d.booked.items(), key=lambda item: int(item[0].rsplit("-", 1)[1]))  # g-0, g-1, ...
+    domains = [built[str(where)].labels[NVLINK_LABEL] for _, where in by_member]
+    for start in range(0, 16, 4):
+        assert len(set(domains[start : start + 4])) == 1, domains
+
+
+def test_slices_inside_a_required_block() -> None:
+    g = (
+        gang("g")
+        .min(8)
+        .gated_members(8, gpus=4)
+        .requires(BLOCK_LABEL)
+        .topology(slice_key=NVLINK_LABEL, slice_size=4)
+    )
+    d = decide(fleet(), g)
+    assert len(labels_of(d, BLOCK_LABEL)) == 1
+    assert all(count == 4 for count in labels_of(d, NVLINK_LABEL).values())
+
+
+def test_slices_that_do_not_fit_wait_and_say_how_many_do() -> None:
+    # Every NVLink domain has 15 GPUs free: no slice of 4 × 4 GPUs fits one, though the cluster
+    # holds the gang many times over.
+    pods = [busy(f"n{k:02d}", 1) for k in range(0, 16, 2)]
+    g = gang("g").min(8).gated_members(8, gpus=4).topology(slice_key=NVLINK_LABEL, slice_size=4)
+    d = decide(fleet(), g, pods)
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert d.message == (
+        f"needs 8 pods × 4 nvidia.com/gpu in 2 slices of 4, each inside one {NVLINK_LABEL} domain; "
+        "only 0 such slices fit now"
+    )
+
+
+def test_a_slice_size_that_does_not_divide_the_gang_is_invalid() -> None:
+    g = gang("g").min(6).gated_members(6, gpus=1).topology(slice_key=NVLINK_LABEL, slice_size=4)
+    d = decide(fleet(), g)
+    assert isinstance(d, Reject) and d.reason == Reason.INVALID_SPEC, d
+    assert d.message == "slice size 4 does not divide the gang's 6 members"
+
+
+def test_a_slice_wider_than_the_required_level_is_invalid() -> None:
+    g = gang("g").min(4).gated_members(4, gpus=1).requires(NVLINK_LABEL)
+    d = decide(fleet(), g.topology(slice_key=BLOCK_LABEL, slice_size=2))
+    assert isinstance(d, Reject) and d.reason == Reason.INVALID_SPEC, d
+
+
+def test_an_unknown_topology_is_invalid_and_a_named_one_gives_its_levels() -> None:
+    g = gang("g").min(2).gated_members(2, gpus=8)
+    d = decide(fleet(), g.topology(name="gb200"))
+    assert isinstance(d, Reject) and d.reason == Reason.INVALID_SPEC, d
+    assert "'gb200'" in d.message
+    # A topology of racks only: the gang is kept in one rack, not one NVLink domain.
+    config = PlannerConfig(
+        starvation_age_seconds=None, topologies=(("default", (NVLINK_LABEL,)), ("racks", (RACK_LABEL,)))
+    )
+    pods = [busy("n00", 4), busy("n02", 4)]  # c0, c1 hold 12 each; rack r0 holds 24
+    d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8).topology(name="racks"), pods, config)
+    assert len(labels_of(d, RACK_LABEL)) == 1
+
+
+def test_conflicting_sources_are_invalid() -> None:
+    g = gang("g").min(2).gated_members(2, gpus=1).topology(conflict="they disagree")
+    d = decide(fleet(), g)
+    assert isinstance(d, Reject) and d.reason == Reason.INVALID_SPEC and d.message == "they disagree", d

@@ -1,0 +1,58 @@
+"""Topology requests from every system's words merge into one; two systems that disagree conflict."""
+
+from __future__ import annotations
+
+from shared import constants as c
+from shared.topology import (
+    KUEUE_ANNOTATIONS,
+    KUEUE_PREFERRED,
+    KUEUE_REQUIRED,
+    PHALANX_ANNOTATIONS,
+    Conflict,
+    TopologyAsk,
+    first_of,
+    from_annotations,
+    from_kai,
+    merge,
+)
+
+RACK = "topology.kubernetes.io/rack"
+BLOCK = "topology.kubernetes.io/block"
+
+
+def test_kai_topology_constraint_is_read() -> None:
+    spec = {
+        "topologyConstraint": {
+            "topology": "gb200",
+            "requiredTopologyLevel": RACK,
+            "preferredTopologyLevel": "",
+        }
+    }
+    assert from_kai(spec) == TopologyAsk(name="gb200", required=RACK)
+    assert from_kai({}) == TopologyAsk()
+
+
+def test_annotations_are_read_per_system() -> None:
+    annotations = {KUEUE_PREFERRED: RACK, c.TOPOLOGY_REQUIRED_ANNOTATION: BLOCK}
+    assert from_annotations(annotations, KUEUE_ANNOTATIONS) == TopologyAsk(preferred=RACK)
+    assert from_annotations(annotations, PHALANX_ANNOTATIONS) == TopologyAsk(required=BLOCK)
+
+
+def test_the_first_place_of_one_system_wins() -> None:
+    assert first_of((TopologyAsk(required=RACK), TopologyAsk(required=BLOCK, preferred=RACK))) == TopologyAsk(
+        required=RACK, preferred=RACK
+    )
+
+
+def test_systems_that_agree_merge_and_those_that_disagree_conflict() -> None:
+    merged, conflict = merge(
+        (("Phalanx", TopologyAsk(required=RACK)), ("Kueue", TopologyAsk(required=RACK, slice_key=BLOCK)))
+    )
+    assert conflict is None and merged == TopologyAsk(required=RACK, slice_key=BLOCK)
+    _, conflict = merge(
+        (
+            ("Phalanx", TopologyAsk(required=RACK)),
+            ("Kueue", from_annotations({KUEUE_REQUIRED: BLOCK}, KUEUE_ANNOTATIONS)),
+        )
+    )
+    assert conflict == Conflict("required", RACK, "Phalanx", BLOCK, "Kueue")
