@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from controller.core import PlannerConfig, plan
 from controller.core.config import BLOCK_LABEL, NVLINK_LABEL, RACK_LABEL
 from controller.core.model import Admit, GangKey, Reason, Reject, Wait
+from controller.core.topology import held_in
 
 from .builders import GangLike, NodeLike, PodLike, gang, node, pod, snapshot
 
@@ -156,3 +157,12 @@ def test_conflicting_sources_are_invalid() -> None:
     g = gang("g").min(2).gated_members(2, gpus=1).topology(conflict="they disagree")
     d = decide(fleet(), g)
     assert isinstance(d, Reject) and d.reason == Reason.INVALID_SPEC and d.message == "they disagree", d
+
+
+def test_held_in_names_the_narrowest_domain_holding_every_member() -> None:
+    labels = {n.build().name: dict(n.build().labels) for n in fleet()}  # type: ignore[union-attr]
+    g = gang("g").min(2).gated_members(2).build()
+    assert held_in(CONFIG, g, labels, ["n00", "n01"]) == (NVLINK_LABEL, "c0")
+    assert held_in(CONFIG, g, labels, ["n00", "n02"]) == (RACK_LABEL, "r0")
+    assert held_in(CONFIG, g, labels, ["n00", "n15"]) is None
+    assert held_in(CONFIG, g, labels, []) is None
