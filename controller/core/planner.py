@@ -697,6 +697,9 @@ class PlanningPass:
 
     def _cannot_fit(self, gang: Gang, demand: Demand, timed_out: bool) -> Decision:
         never = self._never_fits(demand.items, demand.signature, demand.within)
+        if never is None and demand.slices is not None:  # one slice no domain of its level could hold
+            shape = demand.items[0][0]
+            never = self._never_fits([(shape, demand.slices.size)], None, Within(demand.slices.key))
         if never is not None:
             return self._wait(gang, Reason.UNSCHEDULABLE, never, timed_out)
         if gang.held:

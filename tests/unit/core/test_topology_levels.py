@@ -166,3 +166,11 @@ def test_held_in_names_the_narrowest_domain_holding_every_member() -> None:
     assert held_in(CONFIG, g, labels, ["n00", "n02"]) == (RACK_LABEL, "r0")
     assert held_in(CONFIG, g, labels, ["n00", "n15"]) is None
     assert held_in(CONFIG, g, labels, []) is None
+
+
+def test_a_slice_no_domain_could_ever_hold_is_unschedulable() -> None:
+    # A slice of 4 × 8 GPUs needs 32 GPUs; an NVLink domain has 16.
+    g = gang("g").min(8).gated_members(8, gpus=8).topology(slice_key=NVLINK_LABEL, slice_size=4)
+    d = decide(fleet(), g)
+    assert isinstance(d, Wait) and d.reason == Reason.UNSCHEDULABLE, d
+    assert "no nvidia.com/gpu.clique domain could ever hold them" in d.message
