@@ -94,10 +94,20 @@ def node_labels(pool: NodePool, name: str) -> dict[str, str]:
     return labels
 
 
-def fill(cluster: LocalCluster, namespace: str, pool: NodePool, name: str, node: str, gpus: int = 8) -> None:
+def fill(
+    cluster: LocalCluster,
+    namespace: str,
+    pool: NodePool,
+    name: str,
+    node: str,
+    gpus: int = 8,
+    priority_class: str | None = None,
+) -> None:
     """One pod taking ``gpus`` GPUs of ``node``."""
     filler = pooled_job(name, pool).parallelism(1).gpus(gpus)
     filler.node_selector({**pool.selector, HOSTNAME: NodePool.hostname(node)})
+    if priority_class:
+        filler.pod_spec(priorityClassName=priority_class)
     apply(cluster, namespace, filler.build())
     eventually(lambda: count_bound(cluster, namespace, name) == 1, 60, what=f"{name} bound")
 
@@ -198,3 +208,22 @@ def test_kueue_and_kai_required_levels_hold_gangs_unchanged(
     assert domains(cluster, gang_namespace, first, labels, RACK) == {labels[names[0]][RACK]}
     other = "kai-topo" if first == "kueue-tas" else "kueue-tas"
     assert count_bound(cluster, gang_namespace, other) == 0
+
+
+def test_preemption_for_a_gang_held_to_one_rack_frees_one_rack(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str]
+) -> None:
+    # 2 racks of 4 nodes, each node full with one low-priority pod. They are started so that the
+    # four youngest (the cheapest victims) sit two in each rack: victims chosen without the rack
+    # would free room in both racks, which no rack-bound gang can use.
+    labels = four_level_pool(pool, 8)
+    names = list(labels)
+    for k in (0, 1, 4, 5, 2, 6, 3, 7):
+        fill(cluster, gang_namespace, pool, f"low-{k}", names[k], priority_class=classes["low"])
+    urgent = pooled_job("urgent", pool).parallelism(4).gpus(8).annotations(REQUIRED)
+    apply(cluster, gang_namespace, urgent.pod_spec(priorityClassName=classes["high"]).build())
+    eventually(lambda: count_bound(cluster, gang_namespace, "urgent") == 4, 90, what="urgent gang bound")
+    [rack] = domains(cluster, gang_namespace, "urgent", labels, RACK)
+    evicted = [k for k in range(8) if count_bound(cluster, gang_namespace, f"low-{k}") == 0]
+    assert {labels[names[k]][RACK] for k in evicted} == {rack}, evicted
+    assert len(evicted) == 4
