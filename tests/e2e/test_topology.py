@@ -1,5 +1,8 @@
-"""A gang held to one rack (phalanx.io/topology-required) on the real control plane: KWOK nodes
-labelled in racks, the webhook copying the annotation, the controller's PodGroup carrying it."""
+"""Topology on the real control plane, on KWOK nodes labelled in racks (and, for a pool of its
+own, in four levels: zone, block, rack, NVLink domain): a gang held to one rack waits while only
+the cluster has room, then starts inside one rack; a preferred-rack gang no rack holds lands inside
+one block; each slice of a sliced gang lands inside one NVLink domain; Kueue TAS and KAI manifests
+are held to their level unchanged; preemption for a rack-bound gang frees one rack."""
 
 from __future__ import annotations
 
