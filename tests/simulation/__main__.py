@@ -48,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-node", type=int, default=8)
     p.add_argument("--rack-size", type=int, default=8, help="nodes per rack (0: no racks)")
     p.add_argument("--racks-per-zone", type=int, default=4, help="(0: no zones)")
+    p.add_argument("--nvlink-size", type=int, default=0, help="nodes per NVLink domain (0: none)")
     p.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help=f"of {', '.join(POLICIES)}")
     p.add_argument("--period", type=float, default=1.0, help="planning period, virtual seconds")
     p.add_argument("--every-tick", action="store_true", help="plan at every tick (slow; same result)")
@@ -137,7 +138,7 @@ def print_speed(result: RunResult) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    spec = ClusterSpec(args.nodes, args.gpus_per_node, args.rack_size, args.racks_per_zone)
+    spec = ClusterSpec(args.nodes, args.gpus_per_node, args.rack_size, args.racks_per_zone, args.nvlink_size)
     workload = workload_of(args, spec)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     name = args.name or args.out.rstrip("/").rsplit("/", 1)[-1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from controller.core.config import RACK_LABEL, ZONE_LABEL
+from controller.core.config import NVLINK_LABEL, RACK_LABEL, ZONE_LABEL
 from controller.core.model import Node
 from shared.constants import GPU_RESOURCE
 from tests.simulation.trace import GangShape
@@ -25,6 +25,7 @@ class ClusterSpec:
     gpus_per_node: int = 8
     rack_size: int = 8  # nodes per rack (0: no rack labels)
     racks_per_zone: int = 4  # (0: no zone labels)
+    nvlink_size: int = 0  # nodes per NVLink domain inside a rack (0: no NVLink labels)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -46,6 +47,8 @@ class ClusterSpec:
                 labels[RACK_LABEL] = f"rack-{rack:03d}"
                 if self.racks_per_zone > 0:
                     labels[ZONE_LABEL] = f"zone-{rack // self.racks_per_zone:02d}"
+            if self.nvlink_size > 0:
+                labels[NVLINK_LABEL] = f"nvl-{i // self.nvlink_size:04d}"
             out.append(
                 Node(
                     name=self.node_name(i),
@@ -54,6 +57,20 @@ class ClusterSpec:
                 )
             )
         return tuple(out)
+
+    def narrowest(self, nodes: Sequence[int]) -> str:
+        """The narrowest domain holding every one of ``nodes``: node, nvlink, rack, zone or cluster."""
+        if len(set(nodes)) <= 1:
+            return "node"
+        levels = (
+            ("nvlink", self.nvlink_size),
+            ("rack", self.rack_size),
+            ("zone", self.rack_size * self.racks_per_zone if self.rack_size else 0),
+        )
+        for name, size in levels:
+            if size > 0 and len({i // size for i in nodes}) == 1:
+                return name
+        return "cluster"
 
     def fits_empty(self, shape: GangShape) -> bool:
         """Could the gang run on the empty cluster?"""

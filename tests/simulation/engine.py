@@ -62,6 +62,8 @@ class Run:
     timed_out: bool = False
     stranded: bool = False  # admitted by a policy while it could not place all its pods
     evicted_gpu_seconds: float = 0.0
+    # The narrowest domain its pods ran in, at its last start: node, nvlink, rack, zone or cluster.
+    inside: str | None = None
 
     @property
     def running(self) -> bool:
@@ -279,6 +281,7 @@ class Engine:
         self._start(run)
 
     def _start(self, run: Run) -> None:
+        run.inside = self.spec.narrowest(run.nodes)
         run.started = self.now
         if run.first_start is None:
             run.first_start = self.now

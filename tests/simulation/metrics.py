@@ -11,6 +11,9 @@
 - GPU-hours held by partial gangs (some pods started, not all): idle GPUs.
 - deadlocks: gangs that never finished (stuck forever); GPUs they hold at the end.
 - preemptions (gang evictions) and the GPU-hours of the runs they threw away; schedule timeouts.
+- topology, over finished gangs of several pods: the share that ran inside one node, one NVLink
+  domain, one rack, one zone (each level counts the narrower ones), and the GPU-hours of those that
+  ran across racks.
 
 Bounds (``check_bounds``, also asserted by the tests): JCT >= duration for every finished job;
 allocation <= 100 %; useful utilisation <= min(1, offered load / capacity) over the same span, where
@@ -123,8 +126,23 @@ def summarize(result: RunResult) -> dict[str, Any]:
         "max_queue_jobs": max(result.timeline.queue, default=0),
         "cycles": result.cycles,
     }
+    metrics["topology"] = _topology(done)
     metrics["bounds"] = check_bounds(result, metrics)
     return metrics
+
+
+TOPOLOGY_LEVELS = ("node", "nvlink", "rack", "zone", "cluster")
+
+
+def _topology(done: Sequence[Run]) -> dict[str, Any]:
+    multi = [r for r in done if r.shape.pods > 1]
+    out: dict[str, Any] = {"gangs": len(multi)}
+    for k, level in enumerate(TOPOLOGY_LEVELS[:-1]):
+        inside = sum(1 for r in multi if r.inside in TOPOLOGY_LEVELS[: k + 1])
+        out[f"inside_{level}_pct"] = 100 * inside / len(multi) if multi else 0.0
+    across = [r for r in multi if r.inside in ("zone", "cluster")]
+    out["across_racks_gpu_h"] = sum(r.shape.gpus * r.job.duration for r in across) / 3600
+    return out
 
 
 def check_bounds(result: RunResult, metrics: dict[str, Any]) -> list[str]:

@@ -648,6 +648,10 @@ POLICIES: dict[str, Callable[[PlannerConfig], Policy]] = {
     "phalanx-reserve-30m": lambda config: PhalanxPolicy(
         replace(config, starvation_age_seconds=1800.0), name="phalanx-reserve-30m"
     ),
+    # The same core blind to topology: no level is tried before the whole cluster.
+    "phalanx-no-topology": lambda config: PhalanxPolicy(
+        replace(config, topologies=(("default", ()),)), name="phalanx-no-topology"
+    ),
     "greedy-per-pod": lambda config: GreedyPerPod(),
     "summed-quota": lambda config: SummedQuota(),
     "fifo-no-backfill": lambda config: FifoNoBackfill(),

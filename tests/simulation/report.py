@@ -135,6 +135,17 @@ def table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             cell = f"{_h(g['jct_s']['avg'])} / {_h(g['delay_s']['avg'])} / {_h(g['delay_s']['p99'])}"
             cells.append(cell + (f" ({stuck} stuck)" if stuck else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    head3 = (
+        "| policy | multi-pod gangs | inside one node % | one NVLink domain % | one rack % | one zone % "
+        "| GPU-h across racks |"
+    )
+    lines += ["", head3, "|" + "---|" * (head3.count("|") - 1)]
+    for name, m in summaries.items():
+        t = m["topology"]
+        lines.append(
+            f"| {name} | {t['gangs']} | {t['inside_node_pct']:.1f} | {t['inside_nvlink_pct']:.1f} "
+            f"| {t['inside_rack_pct']:.1f} | {t['inside_zone_pct']:.1f} | {t['across_racks_gpu_h']:.1f} |"
+        )
     return "\n".join(lines)
 
 
