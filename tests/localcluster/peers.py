@@ -57,8 +57,10 @@ from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
 PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai", "native")
-# Systems that are part of the control plane itself: nothing to build.
-BUILT_IN = ("native",)
+# Systems that are part of the control plane itself: nothing to build. ``floor`` is no gang
+# scheduler at all, the reference the others are measured against, not a peer.
+BUILT_IN = ("native", "floor")
+FLOOR = "floor"
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
@@ -823,6 +825,19 @@ class NativeGangSystem(System):
         return [group, body]
 
 
+class FloorSystem(System):
+    """No gang scheduling: the same Job, its pods created and bound as fast as the control plane
+    allows. What every gang scheduler's time to start a gang is measured against."""
+
+    cluster_settings: ClassVar[dict[str, Any]] = {"gang_plugin": False}
+
+    def up(self) -> None:
+        """Nothing to start: the stock kube-scheduler places the pods one by one."""
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
+        return [gang_job(namespace, name, size, gpus, run_for)]
+
+
 SYSTEMS: dict[str, type[System]] = {
     "phalanx": PhalanxSystem,
     "phalanx-reserve": PhalanxReservingSystem,
@@ -831,6 +846,7 @@ SYSTEMS: dict[str, type[System]] = {
     "volcano": VolcanoSystem,
     "kai": KaiSystem,
     "native": NativeGangSystem,
+    FLOOR: FloorSystem,
 }
 
 

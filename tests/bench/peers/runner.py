@@ -124,7 +124,7 @@ class Watched:
                 int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
                 for c in spec.get("containers") or []
             )
-            record = self.pods[uid] = PodRecord(gang=gang, gpus=gpus)
+            record = self.pods[uid] = PodRecord(gang=gang, gpus=gpus, created=now)
         if (obj.get("spec") or {}).get("nodeName") and record.bound is None:
             record.bound = now
         phase = (obj.get("status") or {}).get("phase")

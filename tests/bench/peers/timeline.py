@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 class PodRecord:
     gang: str
     gpus: int
+    created: float | None = None  # when the watch first saw it
     bound: float | None = None
     finished: float | None = None
     succeeded: bool = False
@@ -94,6 +95,13 @@ def summarize(
         if at is not None:
             waits.append(at - gang.submitted)
     bound_times = [g.all_bound_at(end) for g in gangs]
+    created = [p.created for g in gangs for p in g.pods if p.created is not None]
+    last_created = max(created) - start if created else None
+    last_bound = (
+        max(t for t in bound_times if t is not None) - start
+        if all(t is not None for t in bound_times) and bound_times
+        else None
+    )
     completions = [g.completed_at() for g in gangs]
     done = [c for c in completions if c is not None]
     span = max(end - start, 1e-9)
@@ -104,10 +112,11 @@ def summarize(
         "wait_mean_s": round(statistics.fmean(waits), 3) if waits else None,
         "wait_p50_s": _round(pct(waits, 0.5)),
         "wait_p99_s": _round(pct(waits, 0.99)),
-        "apply_to_last_bound_s": (
-            round(max(t for t in bound_times if t is not None) - start, 3)
-            if all(t is not None for t in bound_times) and bound_times
-            else None
+        "apply_to_last_bound_s": _round(last_bound),
+        # The Job controller's share (the same for every system) and the gang scheduler's after it.
+        "apply_to_last_created_s": _round(last_created),
+        "last_created_to_last_bound_s": (
+            None if last_bound is None or last_created is None else _round(last_bound - last_created)
         ),
         "apply_to_last_completed_s": (
             round(max(done) - start, 3) if len(done) == len(gangs) and done else None
