@@ -154,6 +154,10 @@ class System:
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         raise NotImplementedError
 
+    def own_figures(self) -> dict[str, float]:
+        """What the system itself reports about the run (its own metrics), where it has any."""
+        return {}
+
     # ---- shared --------------------------------------------------------------------------------
     def pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self.processes.items() if p.poll() is None}
@@ -233,6 +237,23 @@ class PhalanxSystem(System):
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         return [gang_job(namespace, name, size, gpus, run_for)]
+
+    # Where the controller's time went: its passes, its gate lifts and its status writes.
+    OWN_METRICS: ClassVar[dict[str, str]] = {
+        "planning_passes": "phalanx_planning_pass_seconds_count",
+        "planning_s": "phalanx_planning_pass_seconds_sum",
+        "admissions": "phalanx_gang_admission_latency_seconds_count",
+        "gate_lifting_s": "phalanx_gang_admission_latency_seconds_sum",
+        "status_writes": "phalanx_status_writes_total",
+    }
+
+    def own_figures(self) -> dict[str, float]:
+        samples: dict[str, float] = {}
+        for line in self.phalanx.metrics().splitlines():
+            name, _, value = line.partition(" ")
+            if name in self.OWN_METRICS.values():
+                samples[name] = float(value)
+        return {key: round(samples[name], 3) for key, name in self.OWN_METRICS.items() if name in samples}
 
     def down(self) -> None:
         self.phalanx.down()

@@ -31,6 +31,8 @@ ONE_GANG = (
     Metric("apply_to_last_bound_s", "apply → all bound s", LOWER),
     Metric("apply_to_last_created_s", "apply → last member created s", LOWER),
     Metric("last_created_to_last_bound_s", "last member created → all bound s", LOWER),
+    Metric("last_created_to_last_schedulable_s", "… → last gate lifted s", LOWER),
+    Metric("last_schedulable_to_last_bound_s", "last gate lifted → all bound s", LOWER),
     Metric("partial_gpu_seconds", "partial GPU-s", LOWER),
 )
 

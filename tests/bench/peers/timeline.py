@@ -11,6 +11,7 @@ class PodRecord:
     gang: str
     gpus: int
     created: float | None = None  # when the watch first saw it
+    schedulable: float | None = None  # when the watch first saw it with no scheduling gate
     bound: float | None = None
     finished: float | None = None
     succeeded: bool = False
@@ -97,6 +98,12 @@ def summarize(
     bound_times = [g.all_bound_at(end) for g in gangs]
     created = [p.created for g in gangs for p in g.pods if p.created is not None]
     last_created = max(created) - start if created else None
+    schedulable = [p.schedulable for g in gangs for p in g.pods]
+    last_schedulable = (
+        max(t for t in schedulable if t is not None) - start
+        if schedulable and all(t is not None for t in schedulable)
+        else None
+    )
     last_bound = (
         max(t for t in bound_times if t is not None) - start
         if all(t is not None for t in bound_times) and bound_times
@@ -115,9 +122,10 @@ def summarize(
         "apply_to_last_bound_s": _round(last_bound),
         # The Job controller's share (the same for every system) and the gang scheduler's after it.
         "apply_to_last_created_s": _round(last_created),
-        "last_created_to_last_bound_s": (
-            None if last_bound is None or last_created is None else _round(last_bound - last_created)
-        ),
+        "last_created_to_last_bound_s": _between(last_created, last_bound),
+        # ... and the gang scheduler's part split: its own (the last gate lifted) and the binding.
+        "last_created_to_last_schedulable_s": _between(last_created, last_schedulable),
+        "last_schedulable_to_last_bound_s": _between(last_schedulable, last_bound),
         "apply_to_last_completed_s": (
             round(max(done) - start, 3) if len(done) == len(gangs) and done else None
         ),
@@ -126,6 +134,10 @@ def summarize(
             100 * sum(g.gpu_seconds_used(start, end) for g in gangs) / (total_gpus * span), 1
         ),
     }
+
+
+def _between(earlier: float | None, later: float | None) -> float | None:
+    return None if earlier is None or later is None else _round(later - earlier)
 
 
 def _round(value: float | None) -> float | None:
