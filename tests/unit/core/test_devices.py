@@ -8,7 +8,7 @@ from controller.core import messages as msg
 from controller.core.dra import Claim, ClaimSpec, Device, DeviceClass, DeviceRequest, DraWorld, PodClaim
 from controller.core.model import Admit, Reason, Wait
 from controller.core.planner import plan
-from tests.unit.core.builders import gang, node, pod, snapshot
+from tests.unit.core.builders import NOW, gang, node, pod, snapshot
 
 DRIVER = "gpu.example.com"
 CLASS = DeviceClass(DRIVER, (f"device.driver == '{DRIVER}'",))
@@ -130,3 +130,44 @@ def test_missing_template_waits() -> None:
     decision = decide(world(("a", 4)), members, g)
     assert isinstance(decision, Wait)
     assert decision.message == msg.devices_unproven("m0", msg.device_template_missing("nosuch"))
+
+
+def holders(n: int, node_name: str, devices_each: int, priority: int = 0) -> tuple[list, list[Claim], object]:  # type: ignore[type-arg]
+    """A running gang of ``n`` pods on one node, each holding ``devices_each`` allocated devices."""
+    pods_, claims = [], []
+    for i in range(n):
+        p = pod(f"r{i}").group("r").on(node_name).priority(priority).started(NOW - 3600).build()
+        pods_.append(p)
+        ids = tuple((DRIVER, node_name, f"gpu-{i * devices_each + k}") for k in range(devices_each))
+        claims.append(Claim("ns", f"r{i}-gpus", spec(devices_each), ids, node_name, (p.uid,)))
+    running = gang("r").min(n).members(*pods_).priority(priority).admitted({p.uid: node_name for p in pods_})
+    return pods_, claims, running.build()
+
+
+def test_a_queue_limit_counts_devices_by_the_class_name() -> None:
+    from controller.core.model import Queue, QueueResource
+
+    _, claims, running = holders(2, "a", 2)
+    members, g = gang_of(2, "t")
+    g = replace(g, queue="team")
+    running = replace(running, queue="team")
+    w = world(("a", 8), claims=claims, t=spec(1))
+    queues = {"team": Queue("team", resources={DRIVER: QueueResource(quota=4, limit=5)})}
+    snap = snapshot(nodes=[node("a").build()], pods=[*running.members, *members], gangs=[running, g])
+    decision = plan(replace(snap, devices=w, queues=queues)).for_gang(g.key)
+    assert isinstance(decision, Wait) and decision.reason is Reason.QUEUE_LIMIT, decision
+    assert DRIVER in decision.message
+
+
+def test_preempting_a_gang_frees_the_devices_its_claims_hold() -> None:
+    from controller.core.model import Preempt
+
+    _, claims, running = holders(2, "a", 4, priority=0)
+    members, g = gang_of(2, "t")
+    g = replace(g, priority=1000)
+    members = [replace(m, priority=1000) for m in members]
+    g = replace(g, members=tuple(members))
+    w = world(("a", 8), claims=claims, t=spec(4))
+    snap = snapshot(nodes=[node("a").build()], pods=[*running.members, *members], gangs=[running, g])
+    decision = plan(replace(snap, devices=w)).for_gang(g.key)
+    assert isinstance(decision, Preempt), decision
