@@ -15,9 +15,8 @@ fails a device on a guess.
 from __future__ import annotations
 
 from collections.abc import Mapping
+import importlib
 from typing import Any
-
-import cel
 
 from controller.core import messages as msg
 from controller.core.dra import AttributeValue, Device
@@ -64,8 +63,14 @@ def _compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
     return int(ka > kb) - int(ka < kb)
 
 
-def _context() -> cel.Context:
-    ctx = cel.Context()
+def _cel() -> Any:
+    """The CEL package, imported on first use: its __init__ also loads its command line (typer,
+    rich, asyncio), which a process planning without DRA (the simulation) need not carry."""
+    return importlib.import_module("cel")
+
+
+def _context() -> Any:
+    ctx = _cel().Context()
     ctx.add_function("quantity", _quantity)
     ctx.add_function("semver", _semver)
     ctx.add_function("isQuantity", lambda t: _safe(_quantity, t))
@@ -115,14 +120,14 @@ class Selectors:
 
     def __init__(self) -> None:
         self._programs: dict[str, Any] = {}
-        self._context = _context()
+        self._context: Any = None
         self._results: dict[tuple[str, Any], bool | str] = {}
 
     def _program(self, expression: str) -> Any:
         program = self._programs.get(expression)
         if program is None:
             try:
-                program = cel.compile(expression)
+                program = _cel().compile(expression)
             except Exception as err:  # the library raises ValueError and others on syntax errors
                 raise SelectorError(str(err)) from err
             self._programs[expression] = program
@@ -147,6 +152,8 @@ class Selectors:
             program = self._program(expression)
         except SelectorError as err:
             return str(err)
+        if self._context is None:
+            self._context = _context()
         self._context.add_variable("device", device_variables(device))
         try:
             result = program.execute(self._context)

@@ -203,13 +203,14 @@ def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]]) -> 
     return demand
 
 
-def _held(view: DeviceView, pods: Iterable[Pod]) -> tuple[dict[str, dict[str, int]], set[DeviceId]]:
+def _held(
+    view: DeviceView, pods: Iterable[Pod], resources: Mapping[DeviceId, str]
+) -> tuple[dict[str, dict[str, int]], set[DeviceId]]:
     """What each pod holding devices requests of them (by uid), and the devices so accounted.
     A claim several pods reserve is charged to the first of them."""
     live = {p.uid for p in pods if p.holds_capacity}
     charged: dict[str, dict[str, int]] = defaultdict(dict)
     accounted: set[DeviceId] = set()
-    resources = _resource_of_device(view)
     for claim in view.world.claims.values():
         holders = sorted(uid for uid in claim.reserved_for if uid in live)
         if not holders or not claim.allocated:
@@ -238,8 +239,13 @@ def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
     return out
 
 
-def _node_room(view: DeviceView, node: Node, narrow: Iterable[_Narrow], accounted: set[DeviceId]) -> Node:
-    resources = _resource_of_device(view)
+def _node_room(
+    view: DeviceView,
+    node: Node,
+    narrow: Iterable[_Narrow],
+    accounted: set[DeviceId],
+    resources: Mapping[DeviceId, str],
+) -> Node:
     totals: dict[str, int] = defaultdict(int)
     for device in view.by_node.get(node.name, ()):
         resource = resources.get(device.id)
@@ -259,7 +265,8 @@ def _node_room(view: DeviceView, node: Node, narrow: Iterable[_Narrow], accounte
 
 
 def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
-    """The snapshot with DRA devices as node room and pod requests (unchanged without DRA)."""
+    """The snapshot with DRA devices as node room and pod requests (unchanged without DRA), and
+    without its DRA world, so that it is never counted twice."""
     if world is None or world.empty:
         return snapshot
     view = DeviceView(world)
@@ -283,12 +290,14 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
                 shared_by[key] += 1
         gangs.append(_gang_with(gang, demands, shared_by))
     narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
-    held, accounted = _held(view, snapshot.pods)
+    resources = _resource_of_device(view)
+    held, accounted = _held(view, snapshot.pods, resources)
     pods = tuple(_pod_with(p, demands, held) for p in snapshot.pods)
     by_uid = {p.uid: p for p in pods}
     gangs = [replace(g, members=tuple(by_uid.get(m.uid, m) for m in g.members)) for g in gangs]
-    nodes = tuple(_node_room(view, n, narrow.values(), accounted) for n in snapshot.nodes)
-    return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs))
+    nodes = tuple(_node_room(view, n, narrow.values(), accounted, resources) for n in snapshot.nodes)
+    # Counted once: a snapshot derived from this one (what-ifs) is not translated again.
+    return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
 
 
 def _gang_with(

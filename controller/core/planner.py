@@ -98,7 +98,7 @@ class Demand:
 
 def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
     """Decide, for every gang of the snapshot, what to do now."""
-    return PlanningPass(with_devices(snapshot, snapshot.devices), config or PlannerConfig()).run()
+    return PlanningPass(snapshot, config or PlannerConfig()).run()
 
 
 def invalid_spec(gang: Gang) -> str | None:
@@ -155,7 +155,7 @@ class PlanningPass:
     gang in order. ``decide(gang)`` decides one gang against the current state (benchmarks, tests)."""
 
     def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
-        self.state = PassState(snapshot, config)
+        self.state = PassState(with_devices(snapshot, snapshot.devices), config)
         self.config = config
         self.now = snapshot.now
         self.capacity = self.state.capacity
