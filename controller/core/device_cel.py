@@ -14,8 +14,8 @@ fails a device on a guess.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from controller.core import messages as msg
