@@ -42,7 +42,10 @@ def dra_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Loca
     )
     phalanx = Phalanx(cluster)
     try:
-        cluster.up()
+        try:
+            cluster.up()
+        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
+            cluster.up()
         phalanx.up()
         yield cluster, phalanx
     finally:
