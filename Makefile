@@ -100,7 +100,7 @@ test-versions: $(STAMP) operators
 	[ -z "$$failed" ] || { echo "e2e failed on:$$failed"; exit 1; }
 
 demo: $(STAMP) binaries
-	$(PY) -m tests.demo
+	$(PY) -m tests.demo $(DEMO_ARGS)
 
 bench: $(STAMP) binaries
 	$(PY) -m tests.bench

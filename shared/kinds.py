@@ -27,6 +27,7 @@ class Role(StrEnum):
     PODGROUP = "podgroup"  # a PodGroup CRD Phalanx serves: one gang each
     QUEUE = "queue"  # a Queue CRD Phalanx serves
     NATIVE = "native Workload API"  # scheduling.k8s.io's own gang API, read where the server serves it
+    DEVICES = "DRA devices"  # resource.k8s.io: devices, their classes and claims, read where served
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,17 @@ NATIVE_PODGROUP_KIND = Kind(
     Role.NATIVE,
 )
 
+# ---- Dynamic Resource Allocation (resource.k8s.io): read-only, the devices a plan counts ------------
+DRA_GROUP = "resource.k8s.io"
+DEVICE_CLASS_KIND = Kind(DRA_GROUP, "DeviceClass", "deviceclasses", ("v1",), Role.DEVICES, namespaced=False)
+RESOURCE_SLICE_KIND = Kind(
+    DRA_GROUP, "ResourceSlice", "resourceslices", ("v1",), Role.DEVICES, namespaced=False
+)
+RESOURCE_CLAIM_KIND = Kind(DRA_GROUP, "ResourceClaim", "resourceclaims", ("v1",), Role.DEVICES)
+RESOURCE_CLAIM_TEMPLATE_KIND = Kind(
+    DRA_GROUP, "ResourceClaimTemplate", "resourceclaimtemplates", ("v1",), Role.DEVICES
+)
+
 REGISTRY: tuple[Kind, ...] = (
     POD_KIND,
     NAMESPACE_KIND,
@@ -212,6 +224,10 @@ REGISTRY: tuple[Kind, ...] = (
     QUEUE_KAI_KIND,
     NATIVE_WORKLOAD_KIND,
     NATIVE_PODGROUP_KIND,
+    DEVICE_CLASS_KIND,
+    RESOURCE_SLICE_KIND,
+    RESOURCE_CLAIM_KIND,
+    RESOURCE_CLAIM_TEMPLATE_KIND,
 )
 
 

@@ -5,6 +5,11 @@ it (installed from deploy/local), and an opted-in namespace where three ordinary
 two that need 5 GPUs each and one that needs 8. Without gang scheduling the first two would split
 the 8 GPUs and deadlock; with Phalanx exactly one gang runs at a time, whole, and the table shows
 why the others wait. Run with ``--keep`` to leave everything running afterwards.
+
+``--gpus-as dra`` runs it on GPUs that exist only as DRA devices (a DeviceClass and one
+ResourceSlice per node): each pod claims its GPU from a ResourceClaimTemplate instead of asking for
+``nvidia.com/gpu``. ``--gpus-as dra-extended`` keeps the plain ``nvidia.com/gpu`` requests, served
+from those devices by the DeviceClass's ``extendedResourceName``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 
 from tests import builders
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
+from tests.localcluster.fleet import DRA_DEVICE_CLASS, GPU_SOURCES, GPUS_ALLOCATABLE, GPUS_DRA
 from tests.localcluster.phalanx import Phalanx
 
 NAMESPACE = "ml-team"
@@ -42,12 +48,25 @@ def table(cluster: LocalCluster) -> tuple[str, bool]:
     return "\n".join(lines), done
 
 
+def one_gpu_template() -> dict[str, object]:
+    """One device of the fleet's DeviceClass per pod."""
+    request = {"name": "gpu", "exactly": {"deviceClassName": DRA_DEVICE_CLASS, "count": 1}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": NAMESPACE},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep", action="store_true", help="leave the cluster and Phalanx running")
     parser.add_argument("--timeout", type=float, default=150.0)
+    parser.add_argument("--gpus-as", choices=GPU_SOURCES, default=GPUS_ALLOCATABLE)
     args = parser.parse_args(argv)
-    cluster = LocalCluster(ClusterConfig(fleet=FleetSpec(gpu_nodes=2, gpus_per_node=4, cpu_nodes=1)))
+    fleet = FleetSpec(gpu_nodes=2, gpus_per_node=4, cpu_nodes=1, gpus_as=args.gpus_as)
+    cluster = LocalCluster(ClusterConfig(fleet=fleet))
     cluster.up()
     phalanx = Phalanx(cluster)
     try:
@@ -66,9 +85,19 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("label", "namespace", NAMESPACE, "phalanx.io/gang-scheduling=enabled")
         while cluster.kubectl("get", "sa", "default", "-n", NAMESPACE, check=False).returncode:
             time.sleep(0.1)
+        if args.gpus_as == GPUS_DRA:
+            print(cluster.kubectl("get", "resourceslices").stdout)
+            cluster.apply_objects([one_gpu_template()])
         print(f"== kubectl apply: three ordinary Jobs in namespace {NAMESPACE} (opted in) ==")
         for name, pods, run_for in (("alpha", 5, "12s"), ("bravo", 5, "12s"), ("charlie", 8, "8s")):
-            job = builders.job(name).parallelism(pods).gpus(1).run_for(run_for).build()
+            builder = builders.job(name).parallelism(pods).run_for(run_for)
+            if args.gpus_as == GPUS_DRA:
+                builder.gpus(0).pod_spec(
+                    resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+                )
+            else:
+                builder.gpus(1)
+            job = builder.build()
             result = cluster.kubectl(
                 "apply",
                 "-n",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from controller.api.dra_records import pod_claims
 from controller.api.resources import ResourceType
 from controller.core import (
     NODE_NAME_FIELD,
@@ -223,6 +224,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         required_affinity=_required_terms(affinity),
         tolerations=_tolerations(spec),
         unmodelled=_unmodelled(affinity, spec),
+        claims=pod_claims(spec, status),
         group=link.name if link else None,
         workload=ref[:2] if ref else None,
         scheduling_group=grouplink.scheduling_group(spec),

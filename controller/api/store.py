@@ -12,10 +12,11 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
-from controller.api import admission_record, records, resources
+from controller.api import admission_record, dra_records, records, resources
 from controller.api.admission_record import AdmissionRecord
+from controller.api.dra_records import SliceRecord
 from controller.api.queue_records import QueueRegistry
 from controller.api.records import (
     DisruptionBudget,
@@ -27,7 +28,7 @@ from controller.api.records import (
     gang_key_of,
 )
 from controller.api.resources import PODGROUP_TYPES, ResourceType
-from controller.core import GangKey, Node, Pod
+from controller.core import Claim, ClaimSpec, DeviceClass, DraWorld, GangKey, Node, Pod
 from shared import constants, grouplink, native
 from shared.jsonread import JsonObject, metadata_of, name_of, namespace_of, obj, uid_of
 from shared.native import NativePodGroup
@@ -77,6 +78,9 @@ class Store:
     _lifted: set[str] = field(default_factory=set)
     # The admission of a PodGroup deleted while its gang lived: a PodGroup made again carries it.
     deleted_admissions: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
+    # DRA objects by kind (str(ResourceType)) and (namespace, name): what the planner counts as devices.
+    dra: dict[str, dict[tuple[str, str], object]] = field(default_factory=dict)
+    _dra_world: DraWorld | None = None
     # Queues and namespace default queues (fed by controller/api/queue_feed.py).
     queues: QueueRegistry = field(default_factory=QueueRegistry)
 
@@ -242,6 +246,40 @@ class Store:
         self._changed(None)
 
     # ---- nodes -----------------------------------------------------------------------------------
+    # ---- DRA ------------------------------------------------------------------------------------
+    _DRA_READERS: ClassVar[dict[str, Callable[[JsonObject], object]]] = {
+        str(resources.DEVICE_CLASSES): dra_records.class_record,
+        str(resources.RESOURCE_SLICES): dra_records.slice_record,
+        str(resources.RESOURCE_CLAIMS): dra_records.claim_record,
+        str(resources.RESOURCE_CLAIM_TEMPLATES): dra_records.template_record,
+    }
+
+    def upsert_dra(self, kind: str, raw: JsonObject) -> None:
+        record = self._DRA_READERS[kind](raw)
+        objects = self.dra.setdefault(kind, {})
+        key = (namespace_of(raw), name_of(raw))
+        if objects.get(key) != record:
+            objects[key] = record
+            self._dra_world = None
+            self._changed(None)
+
+    def delete_dra(self, kind: str, raw: JsonObject) -> None:
+        if self.dra.setdefault(kind, {}).pop((namespace_of(raw), name_of(raw)), None) is not None:
+            self._dra_world = None
+            self._changed(None)
+
+    def replace_dra(self, kind: str, items: list[JsonObject]) -> None:
+        read = self._DRA_READERS[kind]
+        self.dra[kind] = {(namespace_of(raw), name_of(raw)): read(raw) for raw in items}
+        self._dra_world = None
+        self._changed(None)
+
+    def dra_world(self) -> DraWorld | None:
+        """The devices, classes and claims a pass plans with (None: no DRA in the cluster)."""
+        if self._dra_world is None and any(self.dra.values()):
+            self._dra_world = _world(self.dra)
+        return self._dra_world
+
     def upsert_node(self, raw: JsonObject) -> None:
         node = records.node_record(raw)
         if self.nodes.get(node.name) != node:
@@ -435,6 +473,29 @@ class StoreSink:
         self.replace = replace
 
 
+def _world(dra: Mapping[str, Mapping[tuple[str, str], object]]) -> DraWorld:
+    """Only complete pools at their newest generation count (a driver replacing its slices)."""
+    slices = [s for s in dra.get(str(resources.RESOURCE_SLICES), {}).values() if isinstance(s, SliceRecord)]
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        newest[(s.driver, s.pool)] = max(newest.get((s.driver, s.pool), s.generation), s.generation)
+    current = [s for s in slices if s.generation == newest[(s.driver, s.pool)]]
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    for s in current:
+        seen[(s.driver, s.pool)] += 1
+    devices = tuple(d for s in current if seen[(s.driver, s.pool)] >= s.slice_count for d in s.devices)
+    classes = {
+        c.name: c for c in dra.get(str(resources.DEVICE_CLASSES), {}).values() if isinstance(c, DeviceClass)
+    }
+    claims = {k: c for k, c in dra.get(str(resources.RESOURCE_CLAIMS), {}).items() if isinstance(c, Claim)}
+    templates = {
+        k: t
+        for k, t in dra.get(str(resources.RESOURCE_CLAIM_TEMPLATES), {}).items()
+        if isinstance(t, ClaimSpec)
+    }
+    return DraWorld(devices, classes, claims, templates)
+
+
 def sinks_for(store: Store, podgroup_types: Iterable[ResourceType]) -> dict[str, StoreSink]:
     sinks = {
         str(resources.NODES): StoreSink(store.upsert_node, store.delete_node, store.replace_nodes),
@@ -459,6 +520,12 @@ def sinks_for(store: Store, podgroup_types: Iterable[ResourceType]) -> dict[str,
             lambda raw, rt=rt: store.upsert_workload_size(rt, raw),  # type: ignore[misc]
             lambda raw, rt=rt: store.delete_workload_size(rt, raw),  # type: ignore[misc]
             lambda items, rt=rt: store.replace_workload_sizes(rt, items),  # type: ignore[misc]
+        )
+    for rt in resources.DRA_TYPES:
+        sinks[str(rt)] = StoreSink(
+            lambda raw, kind=str(rt): store.upsert_dra(kind, raw),  # type: ignore[misc]
+            lambda raw, kind=str(rt): store.delete_dra(kind, raw),  # type: ignore[misc]
+            lambda items, kind=str(rt): store.replace_dra(kind, items),  # type: ignore[misc]
         )
     for rt in podgroup_types:
         sinks[str(rt)] = StoreSink(

@@ -34,11 +34,23 @@ Modules, one job each:
 - ``messages``: every sentence written for a person;
 - ``planner``: one pass, gang by gang;
 - ``timers``: bind, degraded and schedule timeouts -> RollBack | TimedOut | Recheck;
-- ``whatif``: what would change a gang's decision.
+- ``whatif``: what would change a gang's decision;
+- ``dra``: the DRA records (devices, DeviceClasses, claims); ``devices``: them as node room and
+  member demand before a pass; ``device_cel``: their CEL selectors.
 """
 
 from controller.core import messages
 from controller.core.config import DEFAULT_LEVELS, DEFAULT_TOPOLOGY, PlannerConfig
+from controller.core.dra import (
+    AttributeValue,
+    Claim,
+    ClaimSpec,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DraWorld,
+    PodClaim,
+)
 from controller.core.fit import pod_allows_node
 from controller.core.model import (
     NODE_NAME_FIELD,
@@ -84,8 +96,15 @@ __all__ = [
     "NODE_NAME_FIELD",
     "AddNodes",
     "Admit",
+    "AttributeValue",
+    "Claim",
+    "ClaimSpec",
     "Decision",
+    "Device",
+    "DeviceClass",
+    "DeviceRequest",
     "DisruptionMode",
+    "DraWorld",
     "EventReason",
     "Explanation",
     "FreeOnNode",
@@ -100,6 +119,7 @@ __all__ = [
     "PlannerConfig",
     "PlanningPass",
     "Pod",
+    "PodClaim",
     "Preempt",
     "Queue",
     "QueueGrant",

@@ -700,3 +700,82 @@ def native_held(message: str) -> str:
 
 def native_placed(members: int) -> str:
     return f"admitted whole by Phalanx: {members} members placed"
+
+
+# ---- DRA devices (core/devices.py) ---------------------------------------------------------------
+def devices_unproven(pod: str, why: str) -> str:
+    return (
+        f"waits: Phalanx cannot prove where the devices {pod} claims fit ({why}), "
+        "so it admits nothing on a guess"
+    )
+
+
+def device_class_missing(name: str) -> str:
+    return f"DeviceClass {name} does not exist"
+
+
+def device_selector_failed(device_class: str, error: str) -> str:
+    return f"a CEL selector for class {device_class} could not be evaluated: {error}"
+
+
+def device_constraints_unmodelled(request: str) -> str:
+    return (
+        f"request {request}: a matchAttribute constraint over several requests, "
+        "or several constraints, is not modelled"
+    )
+
+
+def device_claim_missing(name: str) -> str:
+    return f"ResourceClaim {name} does not exist yet"
+
+
+def device_template_missing(name: str) -> str:
+    return f"ResourceClaimTemplate {name} does not exist yet"
+
+
+def device_claim_not_node_local(name: str) -> str:
+    return f"ResourceClaim {name} is allocated to devices no single node holds"
+
+
+def device_claims_apart(pod: str) -> str:
+    return f"{pod} names allocated claims on different nodes"
+
+
+def device_admin_access(request: str) -> str:
+    return f"request {request} asks for adminAccess, which is not modelled"
+
+
+def device_request_unmodelled(request: str, what: str) -> str:
+    return f"request {request} uses {what}, which is not modelled"
+
+
+def device_claim_unmodelled(what: str) -> str:
+    return f"the claim uses {what}, which is not modelled"
+
+
+# What DRA features are not modelled, as the messages above name them.
+DEVICE_TAINTS = "taints"
+DEVICE_SHARED_COUNTERS = "shared counters"
+DEVICE_CAPACITY_REQUESTS = "capacity requests"
+DEVICE_TOLERATIONS = "device tolerations"
+DEVICE_NO_EXACTLY = "no exactly request"
+DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute"
+
+
+def device_allocation_mode(mode: str) -> str:
+    return f"allocationMode {mode}"
+
+
+def cel_not_bool(kind: str) -> str:
+    return f"the expression gave {kind}, not a bool"
+
+
+def cel_invalid_quantity(text: str) -> str:
+    return f"invalid quantity {text!r}"
+
+
+def cel_invalid_semver(text: str) -> str:
+    return f"invalid semver {text!r}"
+
+
+CEL_NOT_COMPARABLE = "not a quantity or a semver"

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeAlias
 
+from controller.core.dra import DraWorld, PodClaim
+
 # name -> exact integer amount (milli-CPU, bytes, counts); see shared.quantities.
 Resources: TypeAlias = Mapping[str, int]
 
@@ -99,6 +101,10 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     # Why the core cannot model this pod's constraints (inter-pod affinity, topology spread), or None.
     unmodelled: str | None = None
+    # spec.resourceClaims (DRA): core/devices.py turns them into requests before a pass.
+    claims: tuple[PodClaim, ...] = ()
+    # Why its DRA device demand cannot be proven (its gang waits, saying so), or None.
+    devices_unproven: str | None = None
     group: str | None = None  # canonical PodGroup name (same namespace), None for non-gang pods
     # spec.workloadRef (workload, podGroup): where a native Workload's gang size comes from.
     workload: tuple[str, str] | None = None
@@ -269,6 +275,8 @@ class Snapshot:
     queues: Mapping[str, Queue] = field(default_factory=dict)
     # Namespace -> the queues it was granted (only namespaces granted any).
     grants: Mapping[str, QueueGrant] = field(default_factory=dict)
+    # DRA devices, classes and claims (None: the cluster serves no DRA, or none is used).
+    devices: DraWorld | None = None
 
 
 # ---- the plan -------------------------------------------------------------------------------
@@ -287,6 +295,7 @@ class Reason(StrEnum):
     BLOCKED_BY_RESERVATION = "BlockedByReservation"  # would fit, but in room reserved for a starving gang
     PREEMPTING = "Preempting"  # lower-priority gangs are being evicted to make room
     SCHEDULING_TIMEOUT = "SchedulingTimeout"  # not admitted within its schedule timeout
+    DEVICES_UNPROVEN = "DevicesUnproven"  # a member's DRA claims ask what Phalanx cannot prove fits
     INVALID_SPEC = "InvalidSpec"  # a spec that can never be satisfied (e.g. minMember > creatable)
     QUEUE_NOT_FOUND = "QueueNotFound"  # names a queue that does not exist (or is not a leaf)
     QUEUE_LIMIT = "QueueLimit"  # its queue, or an ancestor, would go beyond its limit
@@ -306,6 +315,7 @@ class EventReason(StrEnum):
     ADMITTED = "Admitted"  # the gang's gates were lifted
     MEMBERS_ADMITTED = "MembersAdmitted"  # replacements or elastic members of an admitted gang joined
     WAITING = "Waiting"  # not admitted; the message says why (once per waiting reason)
+    DEVICES_UNPROVEN = "DevicesUnproven"  # a member's DRA claims ask what Phalanx cannot prove fits
     INVALID_SPEC = "InvalidSpec"  # a spec that can never be satisfied: the gang will not be admitted
     TIMED_OUT = "TimedOut"  # not admitted within its schedule timeout
     GAVE_UP = "GaveUp"  # timed out with --schedule-timeout-action release: members released

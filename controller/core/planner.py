@@ -38,6 +38,7 @@ from controller.core import messages as msg
 from controller.core import topology
 from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
+from controller.core.devices import with_devices
 from controller.core.model import (
     Admit,
     Decision,
@@ -167,7 +168,7 @@ class PlanningPass:
     gang in order. ``decide(gang)`` decides one gang against the current state (benchmarks, tests)."""
 
     def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
-        self.state = PassState(snapshot, config)
+        self.state = PassState(with_devices(snapshot, snapshot.devices), config)
         self.config = config
         self.now = snapshot.now
         self.capacity = self.state.capacity
@@ -608,6 +609,10 @@ class PlanningPass:
                 return self._wait(
                     gang, Reason.WAITING_FOR_MEMBERS, msg.waiting_for_subgroup(name, have, need), timed_out
                 )
+        unproven = next((m for m in live if m.devices_unproven), None)
+        if unproven is not None and unproven.devices_unproven is not None:
+            why = msg.devices_unproven(unproven.name, unproven.devices_unproven)
+            return self._wait(gang, Reason.DEVICES_UNPROVEN, why, timed_out)
         if any(m.foreign_gates for m in live):
             gates = sorted({g for m in live for g in m.foreign_gates})
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)

@@ -366,6 +366,7 @@ def snapshot(
         disruptions_allowed={k: b.disruptions_allowed for k, b in store.budgets.items()},
         queues=store.queues.queues(),
         grants=store.queues.grants(),
+        devices=store.dra_world(),
     )
     return snap, views
 

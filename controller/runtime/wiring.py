@@ -36,6 +36,7 @@ WATCHED = [
     *r.PODGROUP_TYPES,
     *r.QUEUE_TYPES,
     *r.SIZED_WORKLOAD_TYPES,
+    *r.DRA_TYPES,
 ]
 
 

@@ -17,11 +17,18 @@ from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 
 1b. ``pass_10k_queues``: the same pass with every gang (running and pending) in one of 40 teams
    of a 3-level tree of 50 queues (2 divisions × 4 departments × 5 teams), GPU quotas summing to
    the cluster, every fourth team limited to twice its quota.
-1c. ``pass_10k_topology``: the same pass on the same nodes labelled in four levels (zone, block of
+1c. ``pass_10k_dra``: the same pass with the GPUs only DRA devices: no node lists ``nvidia.com/gpu``;
+   each node's 8 GPUs are devices of a node-local ResourceSlice (a DeviceClass with a CEL
+   selector), every running GPU pod holds an allocated ResourceClaim of its devices, every pending
+   member claims its GPUs from a ResourceClaimTemplate; the pass includes turning those into room
+   and demand (controller/core/devices.py).
+1d. ``pass_10k_topology``: the same pass on the same nodes labelled in four levels (zone, block of
    100 nodes, rack of 20, NVLink domain ``nvidia.com/gpu.clique`` of 4), a third of the pending
    gangs requiring one rack (``required_topology``); target: at most 1.5 × ``pass_10k``.
 3. ``victim_search``: one higher-priority gang of 16 pods × 8 GPUs that fits only by preemption
    (every running pod lower priority, minimum runtime 0): plan() total and the victim search alone.
+4. ``pass_10k_at_100k_pods``: the pass of 1. on a cluster twice the size (10,000 nodes, 100,000
+   pods: 40,000 DaemonSet pods and 60,000 GPU pods of running gangs).
 
 Timing is ``time.perf_counter`` around ``plan()`` (best and median of a few runs), with the cyclic
 garbage collector paused as the controller pauses it for a pass (controller/pipeline/gcpause.py). Writes
@@ -45,7 +52,17 @@ from typing import Any
 
 import pytest
 
-from controller.core import PlannerConfig, plan
+from controller.core import (
+    Claim,
+    ClaimSpec,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    DraWorld,
+    PlannerConfig,
+    PodClaim,
+    plan,
+)
 from controller.core.model import (
     Admit,
     Gang,
@@ -75,8 +92,10 @@ GIB = 2**30
 TARGETS = {
     "pass_10k": 1.0,
     "pass_10k_queues": 1.0,
+    "pass_10k_dra": 1.5,
     "gang_256": 0.010,
     "victim_search": 2.0,
+    "pass_10k_at_100k_pods": 1.0,
 }
 RACK = "topology.kubernetes.io/rack"
 
@@ -265,6 +284,52 @@ def snapshot_of(nodes: list[Node], pods: list[Pod], gangs: list[Gang]) -> Snapsh
     )
 
 
+DRIVER = "gpu.example.com"
+
+
+def as_dra(snap: Snapshot) -> Snapshot:
+    """The same cluster and gangs with every GPU a DRA device instead of ``nvidia.com/gpu``."""
+    devices = [
+        Device(
+            DRIVER, n.name, f"gpu-{i}", n.name, {f"{DRIVER}/index": i}, {f"{DRIVER}/memory": 80 * GIB * 1000}
+        )
+        for n in snap.nodes
+        for i in range(n.allocatable.get(GPU, 0))
+    ]
+    nodes = tuple(
+        replace(n, allocatable={k: v for k, v in n.allocatable.items() if k != GPU}) for n in snap.nodes
+    )
+    next_free: dict[str, int] = {}
+    claims: dict[tuple[str, str], Claim] = {}
+    templates: dict[tuple[str, str], ClaimSpec] = {}
+    changed: dict[str, Pod] = {}
+    for pod in snap.pods:
+        gpus = pod.requests.get(GPU, 0)
+        if not gpus:
+            continue
+        requests = {k: v for k, v in pod.requests.items() if k != GPU}
+        if pod.gated:
+            template = f"gpus-{gpus}"
+            templates[(pod.namespace, template)] = ClaimSpec((DeviceRequest("gpus", DRIVER, (), gpus),))
+            claim = PodClaim("gpus", template=template)
+            changed[pod.uid] = replace(pod, requests=requests, claims=(claim,))
+        elif pod.node_name:
+            first = next_free.get(pod.node_name, 0)
+            next_free[pod.node_name] = first + gpus
+            held = tuple((DRIVER, pod.node_name, f"gpu-{first + k}") for k in range(gpus))
+            spec = ClaimSpec((DeviceRequest("gpus", DRIVER, (), gpus),))
+            claims[(pod.namespace, f"{pod.name}-gpus")] = Claim(
+                pod.namespace, f"{pod.name}-gpus", spec, held, pod.node_name, (pod.uid,)
+            )
+            changed[pod.uid] = replace(pod, requests=requests)
+    pods = tuple(changed.get(p.uid, p) for p in snap.pods)
+    gangs = tuple(replace(g, members=tuple(changed.get(m.uid, m) for m in g.members)) for g in snap.gangs)
+    world = DraWorld(
+        tuple(devices), {DRIVER: DeviceClass(DRIVER, (f"device.driver == '{DRIVER}'",))}, claims, templates
+    )
+    return replace(snap, nodes=nodes, pods=pods, gangs=gangs, devices=world)
+
+
 def queue_tree(total_gpus: int) -> dict[str, Queue]:
     """2 divisions × 4 departments × 5 teams (50 queues); quotas split evenly down the tree."""
     queues: dict[str, Queue] = {}
@@ -345,7 +410,16 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
         by_reason[key] = by_reason.get(key, 0) + 1
     results["scenarios"]["pass_10k_queues"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
 
-    # 1c. the same pass on four topology levels, a third of the pending gangs requiring one rack
+    # 1c. the same pass on DRA devices
+    dra = as_dra(snap)
+    times, result = timed(lambda: plan(dra, config), runs)
+    by_reason = {}
+    for d in result.decisions:  # type: ignore[attr-defined]
+        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
+        by_reason[key] = by_reason.get(key, 0) + 1
+    results["scenarios"]["pass_10k_dra"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
+
+    # 1d. the same pass on four topology levels, a third of the pending gangs requiring one rack
     levelled = snapshot_of(with_four_levels(nodes), pods, running + with_required_racks(pending))
     times, result = timed(lambda: plan(levelled, config), runs)
     by_reason = {}
@@ -430,7 +504,27 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
         "found": found is not None,
         "message": getattr(decision, "message", ""),
     }
+    results["scenarios"]["pass_10k_at_100k_pods"] = scaled_up_pass(runs, seed, config)
     return results
+
+
+def scaled_up_pass(runs: int, seed: int, config: PlannerConfig) -> dict[str, Any]:
+    """4. The full pass of 1. on a cluster twice the size: 10,000 nodes, 100,000 pods (40,000
+    DaemonSet pods and 60,000 GPU pods of running gangs), the same 10,000 pending gangs."""
+    rng = random.Random(seed)
+    nodes, pods, running = build_cluster(rng, n_nodes=10_000, running_gpu_pods=60_000)
+    snap = snapshot_of(nodes, pods, running + pending_gangs(rng, 10_000))
+    times, result = timed(lambda: plan(snap, config), runs)
+    by_reason: dict[str, int] = {}
+    for d in result.decisions:  # type: ignore[attr-defined]
+        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
+        by_reason[key] = by_reason.get(key, 0) + 1
+    return {
+        "seconds": times,
+        "decisions": dict(sorted(by_reason.items())),
+        "nodes": len(nodes),
+        "pods": len(pods),
+    }
 
 
 def report(results: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""Memory of the controller's cache with 5,000 nodes and 50,000 pods (target: <= 500 MB RSS).
+"""Memory of the controller's cache with 5,000 nodes and 50,000 pods (target: <= 500 MB RSS), and
+again with 10,000 nodes and 100,000 pods (target: <= 300 MB RSS), each in a process of its own.
 
 The controller's own Store is filled the way its informers fill it -- from raw API JSON, one object
 at a time -- then one snapshot is taken and one planning pass run, so the figure includes what a
@@ -8,9 +9,11 @@ pass allocates. Run in a fresh process: ``python -m tests.bench.bench_memory``. 
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -108,7 +111,7 @@ def raw_pod(i: int, node: str, group: str | None, gpus: int) -> dict[str, Any]:
     }
 
 
-def run(nodes: int = 5000, pods: int = 50_000) -> dict[str, Any]:
+def run(nodes: int = 5000, pods: int = 50_000, target_mb: int = 500) -> dict[str, Any]:
     rng = random.Random(1)
     gc.collect()
     before = rss_mb()
@@ -132,26 +135,50 @@ def run(nodes: int = 5000, pods: int = 50_000) -> dict[str, Any]:
         "peak_rss_mb": round(peak_mb(), 1),
         "cache_mb": round(cached - before, 1),
         "fill_seconds": round(fill_seconds, 2),
-        "target_mb": 500,
+        "target_mb": target_mb,
     }
     return result
 
 
-def main() -> int:
-    result = run()
+# (nodes, pods, RSS target in MB): the reference size and the scaled-up one.
+SIZES = ((5000, 50_000, 500), (10_000, 100_000, 300))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the controller cache's memory")
+    parser.add_argument("--nodes", type=int, help="one size only, printed as JSON (used per size)")
+    parser.add_argument("--pods", type=int)
+    parser.add_argument("--target-mb", type=int, default=500)
+    args = parser.parse_args(argv)
+    if args.nodes:
+        print(json.dumps(run(args.nodes, args.pods or 10 * args.nodes, args.target_mb)))
+        return 0
+    results = []
+    for nodes, pods, target in SIZES:  # a fresh process per size: the peak is the process's own
+        argv = ["--nodes", str(nodes), "--pods", str(pods), "--target-mb", str(target)]
+        answer = subprocess.run(
+            [sys.executable, "-m", "tests.bench.bench_memory", *argv],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        result = json.loads(answer.stdout.strip().splitlines()[-1])
+        results.append(result)
+        print(
+            f"memory: {result['nodes']} nodes + {result['pods']} pods cached "
+            f"-> RSS {result['rss_cached_mb']} MB "
+            f"(cache {result['cache_mb']} MB), after a planning pass {result['rss_after_pass_mb']} MB, "
+            f"peak {result['peak_rss_mb']} MB (target <= {result['target_mb']} MB); "
+            f"filled in {result['fill_seconds']} s"
+        )
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2))
-    print(
-        f"memory: {result['nodes']} nodes + {result['pods']} pods cached -> RSS {result['rss_cached_mb']} MB "
-        f"(cache {result['cache_mb']} MB), after a planning pass {result['rss_after_pass_mb']} MB, "
-        f"peak {result['peak_rss_mb']} MB (target <= 500 MB); filled in {result['fill_seconds']} s"
-    )
+    OUT.write_text(json.dumps({"sizes": results}, indent=2))
     return 0
 
 
 @pytest.mark.bench
 def test_bench_memory() -> None:
-    assert main() == 0
+    assert main([]) == 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import sys
 from tests.localcluster import realnode
 from tests.localcluster.binaries import ensure_binaries
 from tests.localcluster.cluster import ClusterConfig, LocalCluster, pki_dir
-from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.fleet import GPU_SOURCES, GPUS_ALLOCATABLE, FleetSpec
 from tests.localcluster.operators import stop_leftover_operators
 from tests.localcluster.phalanx import stop_leftovers
 from tests.localcluster.versions import ENV, release, supported
@@ -22,6 +22,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-nodes", type=int, default=8)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--cpu-nodes", type=int, default=2)
+    parser.add_argument(
+        "--gpus-as",
+        choices=GPU_SOURCES,
+        default=GPUS_ALLOCATABLE,
+        help="where the fake nodes' GPUs come from: node allocatable (nvidia.com/gpu), only DRA "
+        "devices (a DeviceClass and one ResourceSlice per node), or DRA devices that the "
+        "DeviceClass's extendedResourceName also offers as nvidia.com/gpu",
+    )
     parser.add_argument("--scheduler-qps", type=int, default=50)
     parser.add_argument(
         "--k8s-version",
@@ -49,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         print(ensure_binaries(k8s))
         return 0
     workdir = ClusterConfig().workdir
-    fleet = FleetSpec(gpu_nodes=args.gpu_nodes, gpus_per_node=args.gpus_per_node, cpu_nodes=args.cpu_nodes)
+    fleet = FleetSpec(
+        gpu_nodes=args.gpu_nodes,
+        gpus_per_node=args.gpus_per_node,
+        cpu_nodes=args.cpu_nodes,
+        gpus_as=args.gpus_as,
+    )
     cluster = LocalCluster(
         ClusterConfig(
             name=args.name,

@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.localcluster import procs
 from tests.localcluster.binaries import ensure_binaries
-from tests.localcluster.fleet import KWOK_NODE_ANNOTATION, FleetSpec, node_manifests
+from tests.localcluster.fleet import KWOK_NODE_ANNOTATION, FleetSpec, dra_manifests, node_manifests
 from tests.localcluster.stages import stage_documents
 from tests.localcluster.versions import KubeRelease, release
 
@@ -259,7 +259,8 @@ class LocalCluster:
         self.timings["total"] = time.monotonic() - started
         _log(
             f"cluster ready in {self.timings['total'] - self.timings['binaries']:.1f}s "
-            f"({self.config.fleet.gpu_nodes} GPU nodes × {self.config.fleet.gpus_per_node} GPUs, "
+            f"({self.config.fleet.gpu_nodes} GPU nodes × {self.config.fleet.gpus_per_node} GPUs "
+            f"as {self.config.fleet.gpus_as}, "
             f"{self.config.fleet.cpu_nodes} CPU nodes); kubeconfig: {self.kubeconfig}"
         )
         return self
@@ -301,6 +302,8 @@ class LocalCluster:
             return len(ready) >= expected
 
         self._poll(f"{expected} nodes to be Ready", nodes_ready, self.config.ready_timeout, 0.5)
+        if self.config.fleet.dra:
+            self.apply_objects(dra_manifests(self.config.fleet))
         self.timings["nodes"] = time.monotonic() - t0
         # Pods in a new namespace are refused until its default ServiceAccount exists.
         probe = f"phalanx-probe-{uuid.uuid4().hex[:6]}"

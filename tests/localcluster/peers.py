@@ -57,8 +57,10 @@ from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
 GANG_LABEL = "bench.phalanx.io/gang"
 PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai", "native")
-# Systems that are part of the control plane itself: nothing to build.
-BUILT_IN = ("native",)
+# Systems that are part of the control plane itself: nothing to build. ``floor`` is no gang
+# scheduler at all, the reference the others are measured against, not a peer.
+BUILT_IN = ("native", "floor")
+FLOOR = "floor"
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
@@ -152,6 +154,10 @@ class System:
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         raise NotImplementedError
 
+    def own_figures(self) -> dict[str, float]:
+        """What the system itself reports about the run (its own metrics), where it has any."""
+        return {}
+
     # ---- shared --------------------------------------------------------------------------------
     def pids(self) -> dict[str, int]:
         return {name: p.pid for name, p in self.processes.items() if p.poll() is None}
@@ -231,6 +237,23 @@ class PhalanxSystem(System):
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         return [gang_job(namespace, name, size, gpus, run_for)]
+
+    # Where the controller's time went: its passes, its gate lifts and its status writes.
+    OWN_METRICS: ClassVar[dict[str, str]] = {
+        "planning_passes": "phalanx_planning_pass_seconds_count",
+        "planning_s": "phalanx_planning_pass_seconds_sum",
+        "admissions": "phalanx_gang_admission_latency_seconds_count",
+        "gate_lifting_s": "phalanx_gang_admission_latency_seconds_sum",
+        "status_writes": "phalanx_status_writes_total",
+    }
+
+    def own_figures(self) -> dict[str, float]:
+        samples: dict[str, float] = {}
+        for line in self.phalanx.metrics().splitlines():
+            name, _, value = line.partition(" ")
+            if name in self.OWN_METRICS.values():
+                samples[name] = float(value)
+        return {key: round(samples[name], 3) for key, name in self.OWN_METRICS.items() if name in samples}
 
     def down(self) -> None:
         self.phalanx.down()
@@ -823,6 +846,19 @@ class NativeGangSystem(System):
         return [group, body]
 
 
+class FloorSystem(System):
+    """No gang scheduling: the same Job, its pods created and bound as fast as the control plane
+    allows. What every gang scheduler's time to start a gang is measured against."""
+
+    cluster_settings: ClassVar[dict[str, Any]] = {"gang_plugin": False}
+
+    def up(self) -> None:
+        """Nothing to start: the stock kube-scheduler places the pods one by one."""
+
+    def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
+        return [gang_job(namespace, name, size, gpus, run_for)]
+
+
 SYSTEMS: dict[str, type[System]] = {
     "phalanx": PhalanxSystem,
     "phalanx-reserve": PhalanxReservingSystem,
@@ -831,6 +867,7 @@ SYSTEMS: dict[str, type[System]] = {
     "volcano": VolcanoSystem,
     "kai": KaiSystem,
     "native": NativeGangSystem,
+    FLOOR: FloorSystem,
 }
 
 

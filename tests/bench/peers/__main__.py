@@ -31,13 +31,20 @@ from tests.localcluster.peers import BUILT_IN, PEER_NAMES, blocker, build_peers
 
 OUT = REPO / "out" / "bench" / "peers"
 # Phalanx settings worth seeing beside the default in one scenario (a default run includes them).
-VARIANTS = {"starvation": ["phalanx-reserve"]}
+# The floor (no gang scheduler) runs where a gang's start time is the figure.
+VARIANTS = {
+    "starvation": ["phalanx-reserve"],
+    "large": ["floor"],
+    "large-1k": ["floor"],
+    "large-5k": ["floor"],
+}
 VERSIONS = {
     "coscheduling": "sigs.k8s.io/scheduler-plugins v0.34.7",
     "kueue": "sigs.k8s.io/kueue v0.15.0",
     "volcano": "volcano.sh/volcano v1.10.0",
     "kai": "github.com/NVIDIA/KAI-scheduler v0.12.0",
     "native": "kube-scheduler of the cluster (GenericWorkload + GangScheduling)",
+    "floor": "kube-scheduler of the cluster, no gang scheduling (the reference)",
 }
 
 

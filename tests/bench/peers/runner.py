@@ -124,7 +124,9 @@ class Watched:
                 int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
                 for c in spec.get("containers") or []
             )
-            record = self.pods[uid] = PodRecord(gang=gang, gpus=gpus)
+            record = self.pods[uid] = PodRecord(gang=gang, gpus=gpus, created=now)
+        if record.schedulable is None and not (obj.get("spec") or {}).get("schedulingGates"):
+            record.schedulable = now  # no gate of any system left: the scheduler may place it
         if (obj.get("spec") or {}).get("nodeName") and record.bound is None:
             record.bound = now
         phase = (obj.get("status") or {}).get("phase")
@@ -263,6 +265,7 @@ def run_one(scenario: Scenario, system_name: str, bin_dir: Path | None) -> dict[
         _log(f"{scenario.name} × {system_name}: {len(scenario.arrivals)} gangs")
         figures = asyncio.run(drive(cluster, system, scenario))
         figures["cost"] = cost_between(before, sample_cost(cluster, system), system)
+        figures["own"] = system.own_figures()
     finally:
         system.down()
         cluster.down(quiet=True)

@@ -108,16 +108,29 @@ def starvation(full: bool) -> Scenario:
     )
 
 
-def large_gang(full: bool) -> Scenario:
-    nodes, size = (500, 512) if full else (32, 64)
+def _one_gang(name: str, nodes: int, size: int, timeout_s: float) -> Scenario:
     return Scenario(
-        "large",
+        name,
         f"Large gang: one {size}-pod gang (1 GPU each) on {nodes} nodes",
         _fleet(nodes),
-        (Arrival(0.0, "large", size, 1, 3600.0),),
-        timeout_s=600 if full else 180,
+        (Arrival(0.0, name, size, 1, 3600.0),),
+        timeout_s=timeout_s,
         until="placed",
     )
+
+
+def large_gang(full: bool) -> Scenario:
+    return _one_gang("large", *((500, 512, 600) if full else (32, 64, 180)))
+
+
+def huge_gang_1k(full: bool) -> Scenario:
+    """1,000 pods on 1,000 nodes: every pod could have a node to itself."""
+    return _one_gang("large-1k", *((1000, 1000, 900) if full else (64, 128, 180)))
+
+
+def huge_gang_5k(full: bool) -> Scenario:
+    """5,000 pods on 5,000 nodes: the largest gang configuration of upstream's scheduler_perf."""
+    return _one_gang("large-5k", *((5000, 5000, 1800) if full else (128, 256, 240)))
 
 
 def trace_path() -> Path | None:
@@ -162,6 +175,8 @@ BUILDERS = {
     "burst": burst,
     "starvation": starvation,
     "large": large_gang,
+    "large-1k": huge_gang_1k,
+    "large-5k": huge_gang_5k,
     "trace": trace,
 }
 

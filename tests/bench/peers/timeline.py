@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 class PodRecord:
     gang: str
     gpus: int
+    created: float | None = None  # when the watch first saw it
+    schedulable: float | None = None  # when the watch first saw it with no scheduling gate
     bound: float | None = None
     finished: float | None = None
     succeeded: bool = False
@@ -94,6 +96,19 @@ def summarize(
         if at is not None:
             waits.append(at - gang.submitted)
     bound_times = [g.all_bound_at(end) for g in gangs]
+    created = [p.created for g in gangs for p in g.pods if p.created is not None]
+    last_created = max(created) - start if created else None
+    schedulable = [p.schedulable for g in gangs for p in g.pods]
+    last_schedulable = (
+        max(t for t in schedulable if t is not None) - start
+        if schedulable and all(t is not None for t in schedulable)
+        else None
+    )
+    last_bound = (
+        max(t for t in bound_times if t is not None) - start
+        if all(t is not None for t in bound_times) and bound_times
+        else None
+    )
     completions = [g.completed_at() for g in gangs]
     done = [c for c in completions if c is not None]
     span = max(end - start, 1e-9)
@@ -104,11 +119,13 @@ def summarize(
         "wait_mean_s": round(statistics.fmean(waits), 3) if waits else None,
         "wait_p50_s": _round(pct(waits, 0.5)),
         "wait_p99_s": _round(pct(waits, 0.99)),
-        "apply_to_last_bound_s": (
-            round(max(t for t in bound_times if t is not None) - start, 3)
-            if all(t is not None for t in bound_times) and bound_times
-            else None
-        ),
+        "apply_to_last_bound_s": _round(last_bound),
+        # The Job controller's share (the same for every system) and the gang scheduler's after it.
+        "apply_to_last_created_s": _round(last_created),
+        "last_created_to_last_bound_s": _between(last_created, last_bound),
+        # ... and the gang scheduler's part split: its own (the last gate lifted) and the binding.
+        "last_created_to_last_schedulable_s": _between(last_created, last_schedulable),
+        "last_schedulable_to_last_bound_s": _between(last_schedulable, last_bound),
         "apply_to_last_completed_s": (
             round(max(done) - start, 3) if len(done) == len(gangs) and done else None
         ),
@@ -117,6 +134,10 @@ def summarize(
             100 * sum(g.gpu_seconds_used(start, end) for g in gangs) / (total_gpus * span), 1
         ),
     }
+
+
+def _between(earlier: float | None, later: float | None) -> float | None:
+    return None if earlier is None or later is None else _round(later - earlier)
 
 
 def _round(value: float | None) -> float | None:

@@ -113,6 +113,7 @@ async def test_the_controller_admits_gangs_end_to_end(controller: tuple[FakeKube
         r.QUEUES,
         r.QUEUES_KAI,
         *r.SIZED_WORKLOAD_TYPES,  # a gang follows its workload's size
+        *r.DRA_TYPES,  # the devices a plan counts, where resource.k8s.io is served
     }
 
     kube.seed(r.PODS, *gang(5, "a"))

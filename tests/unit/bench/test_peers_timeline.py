@@ -65,3 +65,17 @@ def test_table_marks_failed_systems_and_ratio_ignores_them() -> None:
     text = table("t", results, (Metric("wait_p50_s", "wait", LOWER),))
     assert "| wait (lower is better) | 1 | 4 | failed | 0.25 |" in text
     assert "volcano failed: RuntimeError: boom" in text
+
+
+def test_a_gangs_start_is_split_where_its_last_member_appears() -> None:
+    g = GangRecord("g", 2, 1, submitted=0.0)
+    g.pods = [
+        PodRecord("g", 1, created=1.0, schedulable=3.0, bound=4.0),
+        PodRecord("g", 1, created=2.5, schedulable=3.5, bound=6.0),
+    ]
+    figures = summarize([g], start=0.5, end=10.0, total_gpus=8)
+    assert figures["apply_to_last_bound_s"] == pytest.approx(5.5)
+    assert figures["apply_to_last_created_s"] == pytest.approx(2.0)  # the Job controller's part
+    assert figures["last_created_to_last_bound_s"] == pytest.approx(3.5)  # the gang scheduler's
+    assert figures["last_created_to_last_schedulable_s"] == pytest.approx(1.0)  # its gates
+    assert figures["last_schedulable_to_last_bound_s"] == pytest.approx(2.5)  # the binding

@@ -1,0 +1,216 @@
+"""Slim records of the DRA objects (resource.k8s.io/v1) the planner reads: only what
+controller/core/devices.py models. Anything else a claim asks for is kept as a reason, so the
+gang waits instead of being planned on a guess."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core import (
+    AttributeValue,
+    Claim,
+    ClaimSpec,
+    Device,
+    DeviceClass,
+    DeviceRequest,
+    PodClaim,
+)
+from controller.core import (
+    messages as msg,
+)
+from shared.quantities import parse_fraction
+
+JsonObject = Mapping[str, Any]
+
+
+def _obj(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _key(raw: JsonObject) -> tuple[str, str]:
+    meta = _obj(raw.get("metadata"))
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class SliceRecord:
+    driver: str
+    pool: str
+    generation: int
+    slice_count: int
+    devices: tuple[Device, ...]
+
+
+def _attribute(value: Mapping[str, Any]) -> AttributeValue | None:
+    if "bool" in value:
+        return bool(value["bool"])
+    if "int" in value:
+        return int(value["int"])
+    if "string" in value:
+        return str(value["string"])
+    if "version" in value:
+        return ("version", str(value["version"]))
+    return None
+
+
+def _qualified(name: str, driver: str) -> str:
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def slice_record(raw: JsonObject) -> SliceRecord:
+    spec = _obj(raw.get("spec"))
+    driver = str(spec.get("driver") or "")
+    pool = _obj(spec.get("pool"))
+    pool_name = str(pool.get("name") or "")
+    generation = int(pool.get("generation") or 0)
+    node = spec.get("nodeName") or None  # nodeSelector / allNodes: not reachable from one node here
+    devices = []
+    for item in _list(spec.get("devices")):
+        device = _obj(item)
+        attributes: dict[str, AttributeValue] = {}
+        for name, value in _obj(device.get("attributes")).items():
+            parsed = _attribute(_obj(value))
+            if parsed is not None:
+                attributes[_qualified(str(name), driver)] = parsed
+        capacity: dict[str, int] = {}
+        for name, value in _obj(device.get("capacity")).items():
+            try:
+                capacity[_qualified(str(name), driver)] = int(
+                    parse_fraction(str(_obj(value).get("value"))) * 1000
+                )
+            except (ValueError, ZeroDivisionError):
+                continue
+        unmodelled = None
+        if device.get("taints"):
+            unmodelled = msg.DEVICE_TAINTS
+        elif device.get("consumesCounters"):
+            unmodelled = msg.DEVICE_SHARED_COUNTERS
+        devices.append(
+            Device(
+                driver,
+                pool_name,
+                str(device.get("name") or ""),
+                str(node) if node else None,
+                attributes,
+                capacity,
+                unmodelled,
+                generation,
+            )
+        )
+    return SliceRecord(
+        driver, pool_name, generation, int(pool.get("resourceSliceCount") or 1), tuple(devices)
+    )
+
+
+def class_record(raw: JsonObject) -> DeviceClass:
+    spec = _obj(raw.get("spec"))
+    selectors = tuple(
+        str(_obj(_obj(s).get("cel")).get("expression") or "") for s in _list(spec.get("selectors"))
+    )
+    return DeviceClass(_key(raw)[1], selectors, spec.get("extendedResourceName") or None)
+
+
+def _request(raw: Mapping[str, Any], name: str) -> DeviceRequest:
+    selectors = tuple(
+        str(_obj(_obj(s).get("cel")).get("expression") or "") for s in _list(raw.get("selectors"))
+    )
+    unmodelled = None
+    if raw.get("adminAccess"):
+        unmodelled = msg.device_admin_access(name)
+    elif raw.get("capacity"):
+        unmodelled = msg.device_request_unmodelled(name, msg.DEVICE_CAPACITY_REQUESTS)
+    elif raw.get("tolerations"):
+        unmodelled = msg.device_request_unmodelled(name, msg.DEVICE_TOLERATIONS)
+    elif raw.get("allocationMode") not in (None, "ExactCount", "All"):
+        unmodelled = msg.device_request_unmodelled(
+            name, msg.device_allocation_mode(str(raw.get("allocationMode")))
+        )
+    return DeviceRequest(
+        name,
+        str(raw.get("deviceClassName") or ""),
+        selectors,
+        int(raw.get("count") or 1),
+        raw.get("allocationMode") == "All",
+        unmodelled=unmodelled,
+    )
+
+
+def claim_spec(spec: Mapping[str, Any]) -> ClaimSpec:
+    devices = _obj(spec.get("devices"))
+    requests = []
+    for item in _list(devices.get("requests")):
+        request = _obj(item)
+        name = str(request.get("name") or "")
+        if request.get("exactly") is not None:
+            requests.append(_request(_obj(request.get("exactly")), name))
+        elif request.get("firstAvailable"):
+            alternatives = tuple(
+                _request(_obj(sub), f"{name}/{_obj(sub).get('name')}")
+                for sub in _list(request["firstAvailable"])
+            )
+            requests.append(DeviceRequest(name, "", alternatives=alternatives))
+        else:
+            requests.append(
+                DeviceRequest(name, "", unmodelled=msg.device_request_unmodelled(name, msg.DEVICE_NO_EXACTLY))
+            )
+    matches: list[tuple[str, tuple[str, ...]]] = []
+    unmodelled = None
+    for item in _list(devices.get("constraints")):
+        constraint = _obj(item)
+        if constraint.get("matchAttribute"):
+            names = tuple(str(n) for n in _list(constraint.get("requests")))
+            matches.append((str(constraint["matchAttribute"]), names))
+        else:
+            unmodelled = msg.device_claim_unmodelled(msg.DEVICE_OTHER_CONSTRAINT)
+    return ClaimSpec(tuple(requests), tuple(matches), unmodelled)
+
+
+def template_record(raw: JsonObject) -> ClaimSpec:
+    return claim_spec(_obj(_obj(_obj(raw.get("spec")).get("spec"))))
+
+
+def claim_record(raw: JsonObject) -> Claim:
+    namespace, name = _key(raw)
+    status = _obj(raw.get("status"))
+    allocation = _obj(status.get("allocation"))
+    results = _list(_obj(allocation.get("devices")).get("results"))
+    allocated = tuple(
+        (str(_obj(r).get("driver")), str(_obj(r).get("pool")), str(_obj(r).get("device"))) for r in results
+    )
+    node = None
+    for term in _list(_obj(allocation.get("nodeSelector")).get("nodeSelectorTerms")):
+        for field in _list(_obj(term).get("matchFields")):
+            values = _list(_obj(field).get("values"))
+            if _obj(field).get("key") == "metadata.name" and len(values) == 1:
+                node = str(values[0])
+    reserved = tuple(str(_obj(r).get("uid")) for r in _list(status.get("reservedFor")) if _obj(r).get("uid"))
+    annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
+    extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
+    return Claim(namespace, name, claim_spec(_obj(raw.get("spec"))), allocated, node, reserved, extended)
+
+
+def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    generated = {
+        str(_obj(s).get("name")): str(_obj(s).get("resourceClaimName"))
+        for s in _list(status.get("resourceClaimStatuses"))
+        if _obj(s).get("resourceClaimName")
+    }
+    out = []
+    for item in _list(spec.get("resourceClaims")):
+        entry = _obj(item)
+        name = str(entry.get("name") or "")
+        out.append(
+            PodClaim(
+                name,
+                template=entry.get("resourceClaimTemplateName") or None,
+                claim=entry.get("resourceClaimName") or None,
+                generated=generated.get(name),
+            )
+        )
+    return tuple(out)

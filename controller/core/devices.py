@@ -1,0 +1,331 @@
+"""DRA devices as room and demand: a snapshot's claims turned into resources the planner counts.
+
+Every DeviceClass is one resource, named by its ``extendedResourceName`` where set, else by the
+class name (queues and messages use the same name). A node's allocatable gains the class's devices
+it reaches (node-local ResourceSlices, newest complete pool generation); a pod holding allocated
+devices (its claims' ``reservedFor``) requests them, so a preempted victim frees them. Devices
+allocated to a claim no live pod holds are taken off the node's room.
+
+A gated member's demand is its claims' requests (a template's, or a named claim's): ``exactly``
+with ``deviceClassName``, ``count`` or ``allocationMode: All``, CEL ``selectors`` and the claim's
+``matchAttribute`` constraints; of ``firstAvailable`` the first alternative. A request that narrows
+the class (selectors, a constraint, All) is also a resource of its own: per node, how many of its
+free devices satisfy it (for a constraint, in groups of equal attribute value, whole requests
+only), so the member is pinned only where its devices are. A named claim already allocated pins
+its members to its node; one not yet allocated is counted once and holds the gang to one node.
+
+What cannot be proven -- an expression that fails, adminAccess, a claim shape not modelled, a
+claim or template not seen yet -- marks the member (``Pod.devices_unproven``): the gang waits and
+its PodGroup says why. Devices with taints or shared counters are never counted as room.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from controller.core import messages as msg
+from controller.core.device_cel import SelectorError, Selectors
+from controller.core.dra import Claim, ClaimSpec, Device, DeviceClass, DeviceId, DeviceRequest, DraWorld
+from controller.core.model import NODE_NAME_FIELD, Gang, Node, Pod, Requirement, Snapshot
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+class Unproven(Exception):
+    """A member's device demand that cannot be proven; the message says why."""
+
+
+def class_resource(device_class: DeviceClass) -> str:
+    """The resource a DeviceClass's devices count as: its extendedResourceName, else its name."""
+    return device_class.extended_resource or device_class.name
+
+
+@dataclass(frozen=True, slots=True)
+class _Narrow:
+    """A request narrower than its class: the devices it may take are fewer than the class's."""
+
+    device_class: str
+    selectors: tuple[str, ...]
+    match: str | None
+    count: int
+    all_devices: bool
+
+    @property
+    def resource(self) -> str:
+        text = repr((self.selectors, self.match, self.count, self.all_devices)).encode()
+        return f"{self.device_class}[{hashlib.sha256(text).hexdigest()[:8]}]"
+
+
+@dataclass
+class _Demand:
+    requests: dict[str, int] = field(default_factory=dict)
+    narrow: list[_Narrow] = field(default_factory=list)
+    node: str | None = None  # an allocated named claim's node
+    shared: set[tuple[str, str]] = field(default_factory=set)  # unallocated named claims
+
+
+class DeviceView:
+    """The devices of a snapshot: which each node reaches, which are free, what matches what."""
+
+    def __init__(self, world: DraWorld) -> None:
+        self.world = world
+        self.selectors = Selectors()
+        self.devices = _current(world.devices)
+        self.by_node: dict[str, list[Device]] = defaultdict(list)
+        for device in self.devices:
+            if device.node is not None and device.unmodelled is None:
+                self.by_node[device.node].append(device)
+        self.allocated: dict[DeviceId, Claim] = {}
+        for claim in world.claims.values():
+            for device_id in claim.allocated:
+                self.allocated[device_id] = claim
+        self._matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId]] = {}
+
+    def device_class(self, name: str) -> DeviceClass:
+        found = self.world.classes.get(name)
+        if found is None:
+            raise Unproven(msg.device_class_missing(name))
+        return found
+
+    def matching(self, class_name: str, selectors: tuple[str, ...] = ()) -> frozenset[DeviceId]:
+        """Every reachable device of the class that satisfies the selectors too."""
+        key = (class_name, selectors)
+        found = self._matching.get(key)
+        if found is None:
+            expressions = (*self.device_class(class_name).selectors, *selectors)
+            chosen = set()
+            for devices in self.by_node.values():
+                for device in devices:
+                    try:
+                        if all(self.selectors.matches(e, device) for e in expressions):
+                            chosen.add(device.id)
+                    except SelectorError as err:
+                        raise Unproven(msg.device_selector_failed(class_name, str(err))) from err
+            found = frozenset(chosen)
+            self._matching[key] = found
+        return found
+
+    def narrow_room(self, narrow: _Narrow, node: str) -> int:
+        """How many devices of a narrow request's kind a node has free (in whole requests for a
+        constraint; 1 or 0 for allocationMode All)."""
+        matching = self.matching(narrow.device_class, narrow.selectors)
+        mine = [d for d in self.by_node.get(node, ()) if d.id in matching]
+        free = [d for d in mine if d.id not in self.allocated]
+        if narrow.all_devices:
+            return 1 if mine and len(free) == len(mine) else 0
+        if narrow.match is None:
+            return len(free)
+        groups: dict[object, int] = defaultdict(int)
+        for device in free:
+            value = device.attributes.get(_qualified(narrow.match, device.driver))
+            if value is not None:
+                groups[value] += 1
+        return sum(n // narrow.count * narrow.count for n in groups.values())
+
+
+def _qualified(name: str, driver: str) -> str:
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def _current(devices: Iterable[Device]) -> list[Device]:
+    """Devices of each pool's newest generation only (older slices are being replaced)."""
+    devices = list(devices)
+    newest: dict[tuple[str, str], int] = {}
+    for d in devices:
+        key = (d.driver, d.pool)
+        newest[key] = max(newest.get(key, d.generation), d.generation)
+    return [d for d in devices if d.generation == newest[(d.driver, d.pool)]]
+
+
+def _request_demand(view: DeviceView, request: DeviceRequest, spec: ClaimSpec, demand: _Demand) -> None:
+    if request.alternatives:
+        request = request.alternatives[0]  # the scheduler's first choice; the others are not counted
+    if request.unmodelled:
+        raise Unproven(request.unmodelled)
+    device_class = view.device_class(request.device_class)
+    resource = class_resource(device_class)
+    matches = [name for name, names in spec.match_attributes if not names or request.name in names]
+    if len(matches) > 1:
+        raise Unproven(msg.device_constraints_unmodelled(request.name))
+    match = matches[0] if matches else None
+    if not request.all_devices:
+        demand.requests[resource] = demand.requests.get(resource, 0) + request.count
+    if request.selectors or match or request.all_devices:
+        narrow = _Narrow(request.device_class, request.selectors, match, request.count, request.all_devices)
+        view.matching(narrow.device_class, narrow.selectors)  # fails now if an expression does
+        demand.narrow.append(narrow)
+        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + (
+            1 if request.all_devices else request.count
+        )
+
+
+def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand) -> None:
+    if spec.unmodelled:
+        raise Unproven(spec.unmodelled)
+    constrained = [
+        r for r in spec.requests if any(not names or r.name in names for _, names in spec.match_attributes)
+    ]
+    if spec.match_attributes and len(constrained) > 1:
+        raise Unproven(msg.device_constraints_unmodelled(constrained[0].name))
+    for request in spec.requests:
+        _request_demand(view, request, spec, demand)
+
+
+def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]]) -> _Demand:
+    """What a gated member's claims ask for (a named claim in ``counted`` is already counted for
+    another member of the gang). Raises Unproven."""
+    demand = _Demand()
+    for pod_claim in pod.claims:
+        if pod_claim.claim is not None:
+            claim = view.world.claims.get((pod.namespace, pod_claim.claim))
+            if claim is None:
+                raise Unproven(msg.device_claim_missing(pod_claim.claim))
+            if claim.is_allocated:
+                if claim.allocated_node is None:
+                    raise Unproven(msg.device_claim_not_node_local(pod_claim.claim))
+                if demand.node not in (None, claim.allocated_node):
+                    raise Unproven(msg.device_claims_apart(pod.name))
+                demand.node = claim.allocated_node
+                continue
+            key = (pod.namespace, pod_claim.claim)
+            demand.shared.add(key)
+            if key not in counted:
+                counted.add(key)
+                _claim_demand(view, claim.spec, demand)
+        elif pod_claim.template is not None:
+            spec = view.world.templates.get((pod.namespace, pod_claim.template))
+            if spec is None:
+                raise Unproven(msg.device_template_missing(pod_claim.template))
+            _claim_demand(view, spec, demand)
+    return demand
+
+
+def _held(
+    view: DeviceView, pods: Iterable[Pod], resources: Mapping[DeviceId, str]
+) -> tuple[dict[str, dict[str, int]], set[DeviceId]]:
+    """What each pod holding devices requests of them (by uid), and the devices so accounted.
+    A claim several pods reserve is charged to the first of them."""
+    live = {p.uid for p in pods if p.holds_capacity}
+    charged: dict[str, dict[str, int]] = defaultdict(dict)
+    accounted: set[DeviceId] = set()
+    for claim in view.world.claims.values():
+        holders = sorted(uid for uid in claim.reserved_for if uid in live)
+        if not holders or not claim.allocated:
+            continue
+        accounted.update(claim.allocated)
+        if claim.extended:
+            continue  # the pod's own nvidia.com/gpu request counts these
+        requests = charged[holders[0]]
+        for device_id in claim.allocated:
+            resource = resources.get(device_id)
+            if resource is not None:
+                requests[resource] = requests.get(resource, 0) + 1
+    return charged, accounted
+
+
+def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
+    """The class resource each reachable device counts as (its first class, by name)."""
+    out: dict[DeviceId, str] = {}
+    for name in sorted(view.world.classes):
+        try:
+            matching = view.matching(name)
+        except Unproven:
+            continue  # a class whose own selectors fail: its devices count for no class
+        for device_id in matching:
+            out.setdefault(device_id, class_resource(view.world.classes[name]))
+    return out
+
+
+def _node_room(
+    view: DeviceView,
+    node: Node,
+    narrow: Iterable[_Narrow],
+    accounted: set[DeviceId],
+    resources: Mapping[DeviceId, str],
+) -> Node:
+    totals: dict[str, int] = defaultdict(int)
+    for device in view.by_node.get(node.name, ()):
+        resource = resources.get(device.id)
+        if resource is None:
+            continue
+        # Served by the device plugin on this node: the scheduler does not map it onto DRA here.
+        if resource in node.allocatable:
+            continue
+        if device.id in view.allocated and device.id not in accounted:
+            continue  # allocated to a claim no live pod holds: not free, and nobody gives it back
+        totals[resource] += 1
+    for item in narrow:
+        totals[item.resource] = view.narrow_room(item, node.name)
+    if not totals:
+        return node
+    return replace(node, allocatable={**node.allocatable, **totals})
+
+
+def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
+    """The snapshot with DRA devices as node room and pod requests (unchanged without DRA), and
+    without its DRA world, so that it is never counted twice."""
+    if world is None or world.empty:
+        return snapshot
+    view = DeviceView(world)
+    demands: dict[str, _Demand | str] = {}
+    gangs: list[Gang] = []
+    for gang in snapshot.gangs:
+        members = []
+        shared_by: dict[tuple[str, str], int] = defaultdict(int)
+        counted: set[tuple[str, str]] = set()
+        for pod in gang.members:
+            if not pod.claims or not pod.gated:
+                members.append(pod)
+                continue
+            try:
+                demand = member_demand(view, pod, counted)
+            except Unproven as err:
+                demands[pod.uid] = str(err)
+                continue
+            demands[pod.uid] = demand
+            for key in demand.shared:
+                shared_by[key] += 1
+        gangs.append(_gang_with(gang, demands, shared_by))
+    narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
+    resources = _resource_of_device(view)
+    held, accounted = _held(view, snapshot.pods, resources)
+    pods = tuple(_pod_with(p, demands, held) for p in snapshot.pods)
+    by_uid = {p.uid: p for p in pods}
+    gangs = [replace(g, members=tuple(by_uid.get(m.uid, m) for m in g.members)) for g in gangs]
+    nodes = tuple(_node_room(view, n, narrow.values(), accounted, resources) for n in snapshot.nodes)
+    # Counted once: a snapshot derived from this one (what-ifs) is not translated again.
+    return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
+
+
+def _gang_with(
+    gang: Gang, demands: Mapping[str, _Demand | str], shared_by: Mapping[tuple[str, str], int]
+) -> Gang:
+    """A gang whose members share a claim not yet allocated must fit on one node."""
+    if not any(n > 1 for n in shared_by.values()):
+        return gang
+    return replace(gang, required_topology=gang.required_topology or HOSTNAME)
+
+
+def _pod_with(pod: Pod, demands: Mapping[str, _Demand | str], held: Mapping[str, dict[str, int]]) -> Pod:
+    found = demands.get(pod.uid)
+    if isinstance(found, str):
+        return replace(pod, devices_unproven=found)
+    if found is not None:
+        requests = dict(pod.requests)
+        for name, amount in found.requests.items():
+            requests[name] = requests.get(name, 0) + amount
+        affinity = pod.required_affinity
+        if found.node is not None:
+            pin = Requirement(NODE_NAME_FIELD, "In", (found.node,), field=True)
+            affinity = tuple((*term, pin) for term in affinity) or ((pin,),)
+        return replace(pod, requests=requests, required_affinity=affinity)
+    extra = held.get(pod.uid)
+    if extra:
+        requests = dict(pod.requests)
+        for name, amount in extra.items():
+            requests[name] = requests.get(name, 0) + amount
+        return replace(pod, requests=requests)
+    return pod

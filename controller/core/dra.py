@@ -1,0 +1,98 @@
+"""The Dynamic Resource Allocation objects a planning pass reads (resource.k8s.io/v1), as slim
+frozen records: devices (from ResourceSlices), DeviceClasses, ResourceClaims and the claim specs of
+ResourceClaimTemplates. controller/core/devices.py turns them into room and demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# A device attribute's value: bool, int, string, or a version (a semver string, kept tagged).
+AttributeValue = bool | int | str | tuple[str, str]
+DeviceId = tuple[str, str, str]  # (driver, pool, device)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    driver: str
+    pool: str
+    name: str
+    node: str | None  # the node of a node-local slice; None: not reachable from one node
+    # Fully qualified attribute names ("gpu.example.com/model") -> value.
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    # Fully qualified capacity names -> the quantity in milli-units.
+    capacity: Mapping[str, int] = field(default_factory=dict)
+    # Why the scheduler may refuse it in ways not modelled (taints, shared counters), or None.
+    unmodelled: str | None = None
+    generation: int = 0  # its pool's generation: only the newest counts
+
+    @property
+    def id(self) -> DeviceId:
+        return self.driver, self.pool, self.name
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()  # CEL expressions, all must hold
+    extended_resource: str | None = None  # spec.extendedResourceName
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    count: int = 1
+    all_devices: bool = False  # allocationMode: All
+    # firstAvailable: the alternatives in order (this request's own fields are then unused).
+    alternatives: tuple[DeviceRequest, ...] = ()
+    # What the request asks that is not modelled (adminAccess, capacity requests, tolerations), or None.
+    unmodelled: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSpec:
+    requests: tuple[DeviceRequest, ...] = ()
+    # constraints[].matchAttribute, with the requests each names (empty: all of the claim's).
+    match_attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unmodelled: str | None = None  # e.g. distinctAttribute constraints, config not understood
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    namespace: str
+    name: str
+    spec: ClaimSpec
+    allocated: tuple[DeviceId, ...] = ()
+    allocated_node: str | None = None  # the node its allocation is limited to, if one
+    reserved_for: tuple[str, ...] = ()  # pod uids
+    # Made by the scheduler for a pod's extended-resource request (the pod's own requests count it).
+    extended: bool = False
+
+    @property
+    def is_allocated(self) -> bool:
+        return bool(self.allocated)
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One entry of a pod's spec.resourceClaims."""
+
+    name: str
+    template: str | None = None  # resourceClaimTemplateName
+    claim: str | None = None  # resourceClaimName: a claim shared by every pod that names it
+    generated: str | None = None  # the claim made from the template (status.resourceClaimStatuses)
+
+
+@dataclass(frozen=True, slots=True)
+class DraWorld:
+    devices: tuple[Device, ...] = ()
+    classes: Mapping[str, DeviceClass] = field(default_factory=dict)
+    claims: Mapping[tuple[str, str], Claim] = field(default_factory=dict)
+    templates: Mapping[tuple[str, str], ClaimSpec] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.classes and not self.claims

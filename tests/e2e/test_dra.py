@@ -1,0 +1,309 @@
+"""Gangs whose GPUs are DRA devices (resource.k8s.io/v1), on a control plane whose GPUs exist only
+as ResourceSlice devices: the real kube-scheduler allocates the claims, KWOK fakes the kubelet.
+One cluster for the file; each test adds fake nodes (and their slices) of its own."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests import builders
+from tests.conftest import _namespace
+from tests.e2e.kube import apply, bound, gated, held_through_a_pass, podgroup, pods
+from tests.e2e.waiting import eventually
+from tests.localcluster import LocalCluster
+from tests.localcluster.cluster import ClusterConfig
+from tests.localcluster.fleet import (
+    DRA_DEVICE_CLASS,
+    DRA_DRIVER,
+    DRA_EXTENDED_RESOURCE,
+    GPUS_DRA,
+    FleetSpec,
+    node_manifests,
+    resource_slice_manifest,
+)
+from tests.localcluster.phalanx import Phalanx
+
+POOL_LABEL = "e2e.phalanx.io/pool"
+
+
+@pytest.fixture(scope="module")
+def dra_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Phalanx]]:
+    cluster = LocalCluster(
+        ClusterConfig(
+            name="phalanx-dra",
+            workdir=tmp_path_factory.mktemp("dra-cluster"),
+            fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1, gpus_as=GPUS_DRA),
+        )
+    )
+    phalanx = Phalanx(cluster)
+    try:
+        try:
+            cluster.up()
+        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
+            cluster.up()
+        phalanx.up()
+        yield cluster, phalanx
+    finally:
+        phalanx.down()
+        cluster.down()
+
+
+class DevicePool:
+    """Fake nodes whose GPUs are only devices of one node-local ResourceSlice each, for one test."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.name = f"dra-{uuid.uuid4().hex[:6]}"
+        self.nodes: list[str] = []
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return {POOL_LABEL: self.name}
+
+    def add(self, count: int, gpus: int) -> list[str]:
+        spec = FleetSpec(gpu_nodes=count, gpus_per_node=gpus, cpu_nodes=0, gpus_as=GPUS_DRA)
+        nodes = node_manifests(spec)
+        start = len(self.nodes)
+        for i, node in enumerate(nodes):
+            node["metadata"]["name"] = name = f"{self.name}-{start + i}"
+            node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+            node["metadata"]["labels"][POOL_LABEL] = self.name
+            self.nodes.append(name)
+        self.cluster.apply_objects(nodes)
+        self.cluster.apply_objects([resource_slice_manifest(spec, name) for name in self.nodes[start:]])
+        for name in self.nodes[start:]:
+            self.cluster.kubectl("wait", "--for=condition=Ready", f"node/{name}", "--timeout=30s")
+        return self.nodes[start:]
+
+    def delete(self) -> None:
+        if self.nodes:
+            slices = [f"{n}-{DRA_DRIVER}" for n in self.nodes]
+            self.cluster.kubectl("delete", "resourceslice", *slices, "--wait=false", check=False)
+            self.cluster.kubectl("delete", "node", *self.nodes, "--wait=false", check=False)
+
+
+@pytest.fixture
+def env(dra_cluster: tuple[LocalCluster, Phalanx]) -> Iterator[tuple[LocalCluster, Phalanx, str, DevicePool]]:
+    cluster, phalanx = dra_cluster
+    pool = DevicePool(cluster)
+    namespaces = _namespace(cluster, "dra", {"phalanx.io/gang-scheduling": "enabled"})
+    yield cluster, phalanx, next(namespaces), pool
+    next(namespaces, None)
+    pool.delete()
+
+
+def claim_spec(count: int, selector: str | None = None, match: str | None = None) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": DRA_DEVICE_CLASS, "count": count}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    devices: dict[str, Any] = {"requests": [{"name": "gpus", "exactly": exactly}]}
+    if match:
+        devices["constraints"] = [{"matchAttribute": match}]
+    return {"devices": devices}
+
+
+def template(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name},
+        "spec": {"spec": spec},
+    }
+
+
+def claim_job(
+    name: str, pool: DevicePool, n: int, template_name: str | None = None, claim: str | None = None
+) -> dict[str, Any]:
+    """A Job of ``n`` pods, each claiming devices from a template (one claim per pod) or naming one
+    shared claim; no nvidia.com/gpu in its requests."""
+    source = {"resourceClaimTemplateName": template_name} if template_name else {"resourceClaimName": claim}
+    job = builders.job(name).gpus(0).parallelism(n).node_selector(pool.selector)
+    job.pod_spec(resourceClaims=[{"name": "gpus", **source}])
+    built = job.build()
+    built["spec"]["template"]["spec"]["containers"][0]["resources"] = {"claims": [{"name": "gpus"}]}
+    return built
+
+
+def members(cluster: LocalCluster, ns: str, job: str) -> list[dict[str, Any]]:
+    return [p for p in pods(cluster, ns, f"job-name={job}") if not p["metadata"].get("deletionTimestamp")]
+
+
+def n_bound(cluster: LocalCluster, ns: str, job: str) -> int:
+    return sum(1 for p in members(cluster, ns, job) if bound(p))
+
+
+def pod_claims(cluster: LocalCluster, ns: str, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    names = [s["resourceClaimName"] for s in pod.get("status", {}).get("resourceClaimStatuses", [])]
+    extended = pod.get("status", {}).get("extendedResourceClaimStatus") or {}
+    if extended.get("resourceClaimName"):
+        names.append(extended["resourceClaimName"])
+    names += [
+        c["resourceClaimName"] for c in pod["spec"].get("resourceClaims", []) if c.get("resourceClaimName")
+    ]
+    return [cluster.kubectl_json("get", "resourceclaim", n, "-n", ns) for n in names]
+
+
+def allocated_devices(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", []))
+
+
+# A gang that does not fit even the empty pool is Unschedulable; one that would, InsufficientCapacity.
+SHORT = ("Unschedulable", "InsufficientCapacity")
+
+
+def waits_saying(cluster: LocalCluster, ns: str, job: str, *reasons: str) -> str:
+    def says() -> str | None:
+        status = podgroup(cluster, ns, job).get("status") or {}
+        return str(status.get("message")) if status.get("reason") in reasons else None
+
+    return eventually(says, 60, what=f"{job}'s PodGroup to say {reasons}")
+
+
+def every_member_on_its_devices(cluster: LocalCluster, ns: str, job: str) -> None:
+    """Each member is bound on the node whose slice (pool) holds the devices its claims got."""
+    for pod in members(cluster, ns, job):
+        claims = pod_claims(cluster, ns, pod)
+        assert claims, pod["metadata"]["name"]
+        for claim in claims:
+            results = allocated_devices(claim)
+            assert results, claim["metadata"]["name"]
+            assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+
+
+def test_a_gang_one_device_short_holds_every_member_then_starts_whole(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, phalanx, ns, pool = env
+    pool.add(2, gpus=4)
+    apply(cluster, ns, template("three-gpus", claim_spec(3)))
+    # 3 pods × 3 devices = 9; two nodes of 4 devices hold only 2 such claims (and 8 devices).
+    apply(cluster, ns, claim_job("short", pool, 3, template_name="three-gpus"))
+    message = waits_saying(cluster, ns, "short", *SHORT)
+    assert DRA_DEVICE_CLASS in message, message
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: (
+            len(members(cluster, ns, "short")) == 3
+            and all(gated(p) and not bound(p) for p in members(cluster, ns, "short"))
+        ),
+        what="every member of the short gang gated, none bound",
+    )
+    pool.add(1, gpus=4)
+    eventually(lambda: n_bound(cluster, ns, "short") == 3, 60, what="the gang bound whole")
+    every_member_on_its_devices(cluster, ns, "short")
+
+
+def test_members_sharing_one_named_claim_land_where_its_devices_are(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, _, ns, pool = env
+    taken, free = pool.add(2, gpus=4)
+    # Every device of the first node is held by another pod's claim: the shared claim fits only
+    # the second, and the gang must be pinned there (the first node has the most other room used).
+    apply(cluster, ns, template("four-gpus", claim_spec(4)))
+    filler = claim_job("filler", pool, 1, template_name="four-gpus")
+    filler["spec"]["template"]["spec"]["nodeSelector"]["kubernetes.io/hostname"] = taken
+    apply(cluster, ns, filler)
+    eventually(lambda: n_bound(cluster, ns, "filler") == 1, 60, what="the filler bound")
+    shared = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "shared"}}
+    apply(cluster, ns, {**shared, "spec": claim_spec(4)})
+    apply(cluster, ns, claim_job("sharing", pool, 3, claim="shared"))
+    eventually(lambda: n_bound(cluster, ns, "sharing") == 3, 60, what="the sharing gang bound whole")
+    nodes = {p["spec"]["nodeName"] for p in members(cluster, ns, "sharing")}
+    assert nodes == {free}, nodes
+    every_member_on_its_devices(cluster, ns, "sharing")
+
+
+def test_a_cel_selector_counts_only_the_devices_it_matches(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, phalanx, ns, pool = env
+    pool.add(2, gpus=4)
+    low = f"device.attributes['{DRA_DRIVER}'].index < 2"  # 2 devices a node match
+    apply(cluster, ns, template("low-index", claim_spec(1, selector=low)))
+    # 5 pods × 1 matching device: 8 devices free, only 4 match.
+    apply(cluster, ns, claim_job("five", pool, 5, template_name="low-index"))
+    waits_saying(cluster, ns, "five", *SHORT)
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: all(gated(p) for p in members(cluster, ns, "five")),
+        what="the gang of five held",
+    )
+    cluster.kubectl("delete", "job", "five", "-n", ns, "--wait=true")
+    apply(cluster, ns, claim_job("four", pool, 4, template_name="low-index"))
+    eventually(lambda: n_bound(cluster, ns, "four") == 4, 60, what="the gang of four bound whole")
+    every_member_on_its_devices(cluster, ns, "four")
+    for pod in members(cluster, ns, "four"):
+        for claim in pod_claims(cluster, ns, pod):
+            assert all(int(r["device"].split("-")[1]) < 2 for r in allocated_devices(claim))
+
+
+def test_match_attribute_keeps_each_claim_in_one_nvlink_domain(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, phalanx, ns, pool = env
+    pool.add(1, gpus=8)  # two NVLink domains of 4
+    match = f"{DRA_DRIVER}/nvlinkDomain"
+    apply(cluster, ns, template("three-linked", claim_spec(3, match=match)))
+    # 3 claims of 3 devices in one domain: a node of two 4-device domains holds only 2 (9 > 8 too,
+    # but 2 claims of 3 would fit 8 devices in any split: the domains make it 2, not 2.67).
+    apply(cluster, ns, claim_job("linked", pool, 3, template_name="three-linked"))
+    waits_saying(cluster, ns, "linked", *SHORT)
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: n_bound(cluster, ns, "linked") == 0,
+        what="no member of the linked gang bound",
+    )
+    pool.add(1, gpus=8)
+    eventually(lambda: n_bound(cluster, ns, "linked") == 3, 60, what="the linked gang bound whole")
+    every_member_on_its_devices(cluster, ns, "linked")
+    for pod in members(cluster, ns, "linked"):
+        for claim in pod_claims(cluster, ns, pod):
+            domains = {int(r["device"].split("-")[1]) // 4 for r in allocated_devices(claim)}
+            assert len(domains) == 1, domains
+
+
+def test_an_expression_phalanx_cannot_evaluate_waits_and_says_so(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, phalanx, ns, pool = env
+    pool.add(1, gpus=4)
+    missing = f"device.attributes['{DRA_DRIVER}'].nosuch == 'x'"  # an attribute no device has
+    apply(cluster, ns, template("unknowable", claim_spec(1, selector=missing)))
+    apply(cluster, ns, claim_job("unknowable", pool, 2, template_name="unknowable"))
+    message = waits_saying(cluster, ns, "unknowable", "DevicesUnproven")
+    assert "could not be evaluated" in message and DRA_DEVICE_CLASS in message, message
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: all(gated(p) and not bound(p) for p in members(cluster, ns, "unknowable")),
+        what="the gang held at its gate",
+    )
+
+
+def test_nvidia_gpu_gangs_served_through_extended_resource_name_run_whole(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    """Last: it maps nvidia.com/gpu onto the class's devices for the rest of the cluster's life."""
+    cluster, phalanx, ns, pool = env
+    patch = {"spec": {"extendedResourceName": DRA_EXTENDED_RESOURCE}}
+    cluster.kubectl("patch", "deviceclass", DRA_DEVICE_CLASS, "--type=merge", "-p", json.dumps(patch))
+    pool.add(2, gpus=4)
+    # No node lists nvidia.com/gpu in its allocatable: only the DeviceClass offers it.
+    job = builders.job("plain").gpus(3).parallelism(3).node_selector(pool.selector).build()
+    apply(cluster, ns, job)
+    waits_saying(cluster, ns, "plain", *SHORT)
+    held_through_a_pass(
+        cluster, phalanx, lambda: n_bound(cluster, ns, "plain") == 0, what="no member of the plain gang bound"
+    )
+    pool.add(1, gpus=4)
+    eventually(lambda: n_bound(cluster, ns, "plain") == 3, 60, what="the nvidia.com/gpu gang bound whole")
+    every_member_on_its_devices(cluster, ns, "plain")
