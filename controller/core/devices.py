@@ -292,9 +292,14 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
     resources = _resource_of_device(view)
     held, accounted = _held(view, snapshot.pods, resources)
-    pods = tuple(_pod_with(p, demands, held) for p in snapshot.pods)
-    by_uid = {p.uid: p for p in pods}
-    gangs = [replace(g, members=tuple(by_uid.get(m.uid, m) for m in g.members)) for g in gangs]
+    changed = {p.uid: _pod_with(p, demands, held) for p in snapshot.pods if p.uid in demands or p.uid in held}
+    pods = tuple(changed.get(p.uid, p) for p in snapshot.pods)
+    gangs = [
+        replace(g, members=tuple(changed.get(m.uid, m) for m in g.members))
+        if any(m.uid in changed for m in g.members)
+        else g
+        for g in gangs
+    ]
     nodes = tuple(_node_room(view, n, narrow.values(), accounted, resources) for n in snapshot.nodes)
     # Counted once: a snapshot derived from this one (what-ifs) is not translated again.
     return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
@@ -329,3 +334,13 @@ def _pod_with(pod: Pod, demands: Mapping[str, _Demand | str], held: Mapping[str,
             requests[name] = requests.get(name, 0) + amount
         return replace(pod, requests=requests)
     return pod
+
+
+def gpu_resource_of(snapshot: Snapshot, world: DraWorld | None, configured: str) -> str:
+    """The resource placement indexes as GPUs: the configured one, unless no node offers it and
+    the GPUs are the devices of exactly one DeviceClass (a cluster whose GPUs are only DRA devices)."""
+    if world is None or world.empty or any(configured in n.allocatable for n in snapshot.nodes):
+        return configured
+    offered = {class_resource(c) for c in world.classes.values()}
+    present = {r for r in offered if any(r in n.allocatable for n in snapshot.nodes)}
+    return present.pop() if len(present) == 1 else configured

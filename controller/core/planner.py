@@ -32,13 +32,13 @@ the others are admitted on their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.core import messages as msg
 from controller.core import topology
 from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
-from controller.core.devices import with_devices
+from controller.core.devices import gpu_resource_of, with_devices
 from controller.core.model import (
     Admit,
     Decision,
@@ -168,7 +168,11 @@ class PlanningPass:
     gang in order. ``decide(gang)`` decides one gang against the current state (benchmarks, tests)."""
 
     def __init__(self, snapshot: Snapshot, config: PlannerConfig) -> None:
-        self.state = PassState(with_devices(snapshot, snapshot.devices), config)
+        translated = with_devices(snapshot, snapshot.devices)
+        gpu = gpu_resource_of(translated, snapshot.devices, config.gpu_resource)
+        if gpu != config.gpu_resource:
+            config = replace(config, gpu_resource=gpu)
+        self.state = PassState(translated, config)
         self.config = config
         self.now = snapshot.now
         self.capacity = self.state.capacity

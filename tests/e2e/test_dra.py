@@ -289,13 +289,70 @@ def test_an_expression_phalanx_cannot_evaluate_waits_and_says_so(
     )
 
 
+def priority_class(cluster: LocalCluster, value: int) -> str:
+    name = f"dra-{value}-{uuid.uuid4().hex[:6]}"
+    body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}
+    cluster.apply_objects([{**body, "value": value}])
+    return name
+
+
+def test_preempting_a_lower_priority_gang_frees_its_devices_for_a_higher_one(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, _, ns, pool = env
+    low, high = priority_class(cluster, 100), priority_class(cluster, 100000)
+    pool.add(1, gpus=4)
+    apply(cluster, ns, template("two-gpus", claim_spec(2)))
+    victim = claim_job("low", pool, 2, template_name="two-gpus")
+    victim["spec"]["template"]["spec"]["priorityClassName"] = low
+    apply(cluster, ns, victim)
+    eventually(lambda: n_bound(cluster, ns, "low") == 2, 60, what="the low gang holds every device")
+    urgent = claim_job("urgent", pool, 2, template_name="two-gpus")
+    urgent["spec"]["template"]["spec"]["priorityClassName"] = high
+    apply(cluster, ns, urgent)
+    eventually(lambda: n_bound(cluster, ns, "urgent") == 2, 90, what="the urgent gang bound whole")
+    assert n_bound(cluster, ns, "low") == 0
+    every_member_on_its_devices(cluster, ns, "urgent")
+    cluster.kubectl("delete", "priorityclass", low, high, "--wait=false", check=False)
+
+
+def test_a_queue_limit_on_dra_gpus_holds_a_gang_although_devices_are_free(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, _, ns, pool = env
+    pool.add(1, gpus=8)
+    queue = f"dra-{uuid.uuid4().hex[:6]}"
+    spec = {"resources": {DRA_DEVICE_CLASS: {"quota": "0", "limit": "3"}}}
+    body = {"apiVersion": "scheduling.phalanx.io/v1alpha1", "kind": "Queue", "metadata": {"name": queue}}
+    cluster.apply_objects([{**body, "spec": spec}])
+    try:
+        cluster.kubectl("label", "namespace", ns, f"phalanx.io/queue={queue}", "--overwrite")
+        apply(cluster, ns, template("one-gpu", claim_spec(1)))
+        apply(cluster, ns, claim_job("first", pool, 3, template_name="one-gpu"))
+        eventually(lambda: n_bound(cluster, ns, "first") == 3, 60, what="3 devices in the queue")
+        apply(cluster, ns, claim_job("second", pool, 1, template_name="one-gpu"))
+        message = waits_saying(cluster, ns, "second", "QueueLimit")
+        assert message == f"queue {queue} is at its limit: 3 of 3 {DRA_DEVICE_CLASS}; the gang needs 1"
+        assert n_bound(cluster, ns, "second") == 0
+    finally:
+        cluster.kubectl("delete", "queues.scheduling.phalanx.io", queue, "--wait=false", check=False)
+
+
 def test_nvidia_gpu_gangs_served_through_extended_resource_name_run_whole(
     env: tuple[LocalCluster, Phalanx, str, DevicePool],
 ) -> None:
-    """Last: it maps nvidia.com/gpu onto the class's devices for the rest of the cluster's life."""
+    """The class maps nvidia.com/gpu onto its devices for this test only."""
     cluster, phalanx, ns, pool = env
     patch = {"spec": {"extendedResourceName": DRA_EXTENDED_RESOURCE}}
     cluster.kubectl("patch", "deviceclass", DRA_DEVICE_CLASS, "--type=merge", "-p", json.dumps(patch))
+    try:
+        extended_gang_runs_whole(cluster, phalanx, ns, pool)
+    finally:
+        unpatch = {"spec": {"extendedResourceName": None}}
+        cluster.kubectl("patch", "deviceclass", DRA_DEVICE_CLASS, "--type=merge", "-p", json.dumps(unpatch))
+
+
+def extended_gang_runs_whole(cluster: LocalCluster, phalanx: Phalanx, ns: str, pool: DevicePool) -> None:
     pool.add(2, gpus=4)
     # No node lists nvidia.com/gpu in its allocatable: only the DeviceClass offers it.
     job = builders.job("plain").gpus(3).parallelism(3).node_selector(pool.selector).build()
