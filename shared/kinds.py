@@ -27,6 +27,8 @@ class Role(StrEnum):
     PODGROUP = "podgroup"  # a PodGroup CRD Phalanx serves: one gang each
     QUEUE = "queue"  # a Queue CRD Phalanx serves
     NATIVE = "native Workload API"  # scheduling.k8s.io's own gang API, read where the server serves it
+    # The cluster-autoscaler's API: Phalanx asks it for a waiting gang's nodes (--provisioning-requests)
+    AUTOSCALER = "cluster-autoscaler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,13 @@ NATIVE_PODGROUP_KIND = Kind(
     Role.NATIVE,
 )
 
+# ---- the cluster-autoscaler's ProvisioningRequests (opt-in: --provisioning-requests) --------------------
+# One per gang waiting for capacity; its pod sets point at PodTemplates Phalanx writes beside it.
+PROVISIONING_REQUEST_KIND = Kind(
+    "autoscaling.x-k8s.io", "ProvisioningRequest", "provisioningrequests", ("v1",), Role.AUTOSCALER
+)
+POD_TEMPLATE_KIND = Kind("", "PodTemplate", "podtemplates", ("v1",), Role.AUTOSCALER)
+
 REGISTRY: tuple[Kind, ...] = (
     POD_KIND,
     NAMESPACE_KIND,
@@ -212,6 +221,8 @@ REGISTRY: tuple[Kind, ...] = (
     QUEUE_KAI_KIND,
     NATIVE_WORKLOAD_KIND,
     NATIVE_PODGROUP_KIND,
+    PROVISIONING_REQUEST_KIND,
+    POD_TEMPLATE_KIND,
 )
 
 

@@ -12,6 +12,8 @@ shell calls:
   validation;
 - ``pod_allows_node(pod, node)``: one pod's constraints against one node (readiness included);
 - ``timers.decide`` (exported as ``decide_timers``): rollbacks and timeouts the clock brings;
+- ``provisioning.decide`` (exported as ``decide_provisioning``): the ProvisioningRequests the
+  cluster-autoscaler is asked for (one per gang waiting for capacity only) and what each says;
 - ``explain`` and its changes (``whatif``), ``without``: counterfactuals for ``kubectl phalanx``;
 - ``messages``: every sentence written for a person, for the shell's own reports too;
 - the snapshot model and the decisions (``model``), ``is_live``, ``QueueTree``.
@@ -34,6 +36,7 @@ Modules, one job each:
 - ``messages``: every sentence written for a person;
 - ``planner``: one pass, gang by gang;
 - ``timers``: bind, degraded and schedule timeouts -> RollBack | TimedOut | Recheck;
+- ``provisioning``: which gangs ask the cluster-autoscaler for nodes, and what their requests say;
 - ``whatif``: what would change a gang's decision.
 """
 
@@ -69,6 +72,20 @@ from controller.core.model import (
     Wait,
 )
 from controller.core.planner import PlanningPass, invalid_spec, plan
+from controller.core.provisioning import (
+    BEST_EFFORT_ATOMIC,
+    CHECK_CAPACITY,
+    AutoscalerNote,
+    GangProvisioning,
+    NewRequest,
+    ProvisioningConfig,
+    ProvisioningPlan,
+    ProvisioningRequestState,
+    RequestCondition,
+    RequestPhase,
+    autoscaler_note,
+)
+from controller.core.provisioning import decide as decide_provisioning
 from controller.core.queues import QueueTree
 from controller.core.requests import InvalidRequests, effective_requests
 from controller.core.state import is_live
@@ -77,9 +94,12 @@ from controller.core.timers import decide as decide_timers
 from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain, without
 
 __all__ = [
+    "BEST_EFFORT_ATOMIC",
+    "CHECK_CAPACITY",
     "NODE_NAME_FIELD",
     "AddNodes",
     "Admit",
+    "AutoscalerNote",
     "Decision",
     "DisruptionMode",
     "EventReason",
@@ -87,7 +107,9 @@ __all__ = [
     "FreeOnNode",
     "Gang",
     "GangKey",
+    "GangProvisioning",
     "InvalidRequests",
+    "NewRequest",
     "Node",
     "OwnerRef",
     "Placement",
@@ -96,6 +118,9 @@ __all__ = [
     "PlanningPass",
     "Pod",
     "Preempt",
+    "ProvisioningConfig",
+    "ProvisioningPlan",
+    "ProvisioningRequestState",
     "Queue",
     "QueueGrant",
     "QueueReport",
@@ -105,6 +130,8 @@ __all__ = [
     "Recheck",
     "Reject",
     "Remove",
+    "RequestCondition",
+    "RequestPhase",
     "Requirement",
     "RollBack",
     "RollBackCause",
@@ -117,6 +144,8 @@ __all__ = [
     "Toleration",
     "Victim",
     "Wait",
+    "autoscaler_note",
+    "decide_provisioning",
     "decide_timers",
     "effective_requests",
     "explain",

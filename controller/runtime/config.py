@@ -71,6 +71,17 @@ class ControllerSettings(BaseSettings):
         description="a gang waiting longer gets a reservation so smaller gangs cannot starve it; "
         "unset (the default): no reservations",
     )
+    provisioning_requests: Literal["off", "best-effort-atomic", "check-capacity"] = Field(
+        "off",
+        description="ask the cluster-autoscaler for the nodes of a gang that waits for capacity, whole, "
+        "with one ProvisioningRequest (autoscaling.x-k8s.io/v1) of this class: best-effort-atomic "
+        "(scale up all of it or nothing) or check-capacity (only book room that exists); off: never",
+    )
+    provisioning_retry_seconds: float = Field(
+        30.0,
+        description="a Failed ProvisioningRequest is asked again after this, doubled per failure "
+        "up to 10 minutes",
+    )
     patch_concurrency: int = Field(64, description="parallel pod patches when a gang's gates are lifted")
     resync_seconds: float = Field(
         30.0, description="a full re-plan at least this often, whatever the watches say"
