@@ -193,6 +193,8 @@ class Autoscaler:
             f"--address=127.0.0.1:{self.port}",
             "--leader-elect=false",
             "--enable-provisioning-requests",
+            # Its ProvisioningRequest client shares this setting; protobuf cannot encode a CRD's objects.
+            "--kube-api-content-type=application/json",
             f"--provisioning-request-initial-backoff-time={s.provisioning_request_initial_backoff}",
             f"--scan-interval={s.scan_interval}",
             f"--scale-down-unneeded-time={s.scale_down_unneeded_time}",
