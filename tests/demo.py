@@ -5,6 +5,11 @@ it (installed from deploy/local), and an opted-in namespace where three ordinary
 two that need 5 GPUs each and one that needs 8. Without gang scheduling the first two would split
 the 8 GPUs and deadlock; with Phalanx exactly one gang runs at a time, whole, and the table shows
 why the others wait. Run with ``--keep`` to leave everything running afterwards.
+
+``--autoscaler``: the same cluster with the real cluster-autoscaler beside it (kwok provider, a
+node group of 0..4 nodes × 8 GPUs) and Phalanx asking it for capacity (--provisioning-requests):
+a 16-GPU gang that fits nowhere gets one ProvisioningRequest, the autoscaler adds two nodes, and the
+gang starts whole on them.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import time
 
 from tests import builders
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
-from tests.localcluster.phalanx import Phalanx
+from tests.localcluster.autoscaler import NODE_GROUP_LABEL, Autoscaler, NodeGroup
+from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 
 NAMESPACE = "ml-team"
 
@@ -46,9 +52,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--keep", action="store_true", help="leave the cluster and Phalanx running")
     parser.add_argument("--timeout", type=float, default=150.0)
+    parser.add_argument(
+        "--autoscaler",
+        action="store_true",
+        help="a gang that fits nowhere grows the cluster through the real cluster-autoscaler",
+    )
     args = parser.parse_args(argv)
     cluster = LocalCluster(ClusterConfig(fleet=FleetSpec(gpu_nodes=2, gpus_per_node=4, cpu_nodes=1)))
     cluster.up()
+    if args.autoscaler:
+        return grow(cluster, args.keep, args.timeout)
     phalanx = Phalanx(cluster)
     try:
         phalanx.up()
@@ -113,6 +126,56 @@ def main(argv: list[str] | None = None) -> int:
             print(f"left running: export KUBECONFIG={cluster.kubeconfig}; `make cluster-down` stops it")
         else:
             phalanx.down()
+            cluster.down()
+
+
+def grow(cluster: LocalCluster, keep: bool, timeout: float) -> int:
+    """A 16-GPU gang on two 4-GPU nodes: it asks the cluster-autoscaler for two 8-GPU nodes."""
+    group = NodeGroup(name="gpu-pool", min_size=0, max_size=4, gpus=8)
+    options = PhalanxOptions()
+    options.controller_env["PHALANX_CONTROLLER_PROVISIONING_REQUESTS"] = "best-effort-atomic"
+    autoscaler = Autoscaler(cluster)
+    phalanx = Phalanx(cluster, options)
+    try:
+        autoscaler.ensure(group)
+        phalanx.up()
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("label", "namespace", NAMESPACE, "phalanx.io/gang-scheduling=enabled")
+        while cluster.kubectl("get", "sa", "default", "-n", NAMESPACE, check=False).returncode:
+            time.sleep(0.1)
+        print("\n== kubectl apply: a Job of 2 pods × 8 GPUs; the fleet's nodes have 4 GPUs each ==")
+        job = builders.job("big").parallelism(2).gpus(8).node_selector({NODE_GROUP_LABEL: group.name})
+        cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(job.run_for("20s").build()))
+        deadline = time.monotonic() + timeout
+        last = ""
+        done = False
+        while time.monotonic() < deadline and not done:
+            text, done = table(cluster)
+            nodes = autoscaler.nodes(group.name)
+            columns = "NAME:.metadata.name,PROVISIONED:.status.conditions[?(@.type=='Provisioned')].status"
+            requests = cluster.kubectl(
+                "get",
+                "provisioningrequests",
+                "-n",
+                NAMESPACE,
+                "--no-headers",
+                "-o",
+                f"custom-columns={columns}",
+            ).stdout.strip()
+            view = f"{text}\nProvisioningRequest: {requests or '-'}\nnodes added: {', '.join(nodes) or '-'}"
+            if view != last:
+                print(f"--- t+{timeout - (deadline - time.monotonic()):5.1f}s")
+                print(view)
+                last = view
+            time.sleep(1.0)
+        print("the gang grew the cluster and ran whole" if done else "demo timed out")
+        return 0 if done else 1
+    finally:
+        if keep:
+            print(f"left running: export KUBECONFIG={cluster.kubeconfig}; `make cluster-down` stops it")
+        else:
+            phalanx.down()
+            autoscaler.down()
             cluster.down()
 
 
