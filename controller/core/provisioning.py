@@ -127,8 +127,10 @@ class GangProvisioning:
 
     @property
     def consumable(self) -> bool:
-        """Members admitted now consume the request (annotated in the patch that lifts the gate)."""
-        return self.phase == RequestPhase.PROVISIONED
+        """Members admitted now consume the request (annotated in the patch that lifts the gate).
+        Not only once Provisioned: the kwok and cloud providers' nodes can register before the
+        autoscaler writes that condition, and a gang admitted on them uses the room asked for."""
+        return self.phase not in (RequestPhase.FAILED, RequestPhase.EXPIRED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +267,8 @@ def decide(
                 ask(gang, current.attempt + 1)
             else:
                 states[gang.key] = _state(current, _describe(current))
-        elif current is not None and current.phase == RequestPhase.PROVISIONED and _consuming(gang, decision):
-            # Admitted on the booked room: kept until its members are bound.
+        elif current is not None and _consuming(gang, decision) and _state(current, "").consumable:
+            # Admitted on the room asked for: kept until its members are bound.
             states[gang.key] = _state(current, _describe(current))
         elif current is not None:
             delete.append(current)

@@ -177,3 +177,13 @@ def test_a_gang_whose_nodes_were_provisioned_is_planned_first_on_them() -> None:
     booked = plan(Snapshot((node,), (), (old, replace(mine, capacity_booked=True)), NOW))
     assert isinstance(booked.for_gang(KEY), Admit)
     assert not isinstance(booked.for_gang(old.key), Admit)
+
+
+def test_nodes_registered_before_provisioned_is_written_are_consumed_all_the_same() -> None:
+    g = gang()
+    held = request(g, RequestCondition("Accepted", True, "Accepted", "", NOW - 5))
+    admit = {KEY: Admit(KEY, {"uid-0": "n1", "uid-1": "n2"}, "admitted")}
+    result = decide_provisioning([g], admit, [held], ON, NOW)
+    assert result.delete == () and result.gangs[KEY].consumable
+    failed = request(g, RequestCondition("Failed", True, "x", "", NOW - 5))
+    assert decide_provisioning([g], admit, [failed], ON, NOW).delete == (failed,)
