@@ -129,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
             cluster.down()
 
 
+def _provisioned(request: dict[str, object]) -> str:
+    status = request.get("status")
+    conditions = status.get("conditions", []) if isinstance(status, dict) else []
+    found = [c for c in conditions if c.get("type") == "Provisioned"]
+    return f"Provisioned={found[0]['status']}" if found else "not answered yet"
+
+
 def grow(cluster: LocalCluster, keep: bool, timeout: float) -> int:
     """A 16-GPU gang on two 4-GPU nodes: it asks the cluster-autoscaler for two 8-GPU nodes."""
     group = NodeGroup(name="gpu-pool", min_size=0, max_size=4, gpus=8)
@@ -152,16 +159,10 @@ def grow(cluster: LocalCluster, keep: bool, timeout: float) -> int:
         while time.monotonic() < deadline and not done:
             text, done = table(cluster)
             nodes = autoscaler.nodes(group.name)
-            columns = "NAME:.metadata.name,PROVISIONED:.status.conditions[?(@.type=='Provisioned')].status"
-            requests = cluster.kubectl(
-                "get",
-                "provisioningrequests",
-                "-n",
-                NAMESPACE,
-                "--no-headers",
-                "-o",
-                f"custom-columns={columns}",
-            ).stdout.strip()
+            requests = ", ".join(
+                f"{item['metadata']['name']} ({_provisioned(item)})"
+                for item in cluster.kubectl_json("get", "provisioningrequests", "-n", NAMESPACE)["items"]
+            )
             view = f"{text}\nProvisioningRequest: {requests or '-'}\nnodes added: {', '.join(nodes) or '-'}"
             if view != last:
                 print(f"--- t+{timeout - (deadline - time.monotonic()):5.1f}s")
