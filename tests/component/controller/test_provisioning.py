@@ -10,7 +10,7 @@ from controller.api import resources as r
 from controller.pipeline.status import iso
 from shared import constants as c
 
-from .harness import NS, Harness, bind, gang, gates_of, node
+from .harness import NS, Harness, bind, gang, gates_of, namespace, node
 
 GPUS = c.GPU_RESOURCE
 
@@ -125,3 +125,33 @@ async def test_a_failed_request_is_reported_and_asked_again_after_its_backoff() 
     [second] = requests(h)
     assert second["metadata"]["name"] != first["metadata"]["name"]
     assert second["metadata"]["annotations"][c.PROVISIONING_ATTEMPT_ANNOTATION] == "1"
+
+
+async def test_check_capacity_is_the_class_asked_for_when_configured() -> None:
+    h = Harness(provisioning_requests="check-capacity")
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    [request] = requests(h)
+    assert request["spec"]["provisioningClassName"] == "check-capacity.autoscaling.x-k8s.io"
+
+
+async def test_a_gang_held_by_its_queue_limit_writes_no_request() -> None:
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.kube.seed(r.NODES, node("node-0", 4), node("node-1", 4))
+    bound_to_queue = namespace(NS)
+    bound_to_queue["metadata"]["labels"]["phalanx.io/queue"] = "capped"
+    h.kube.seed(r.NAMESPACES, bound_to_queue)
+    queue = {
+        "apiVersion": r.QUEUES.api_version,
+        "kind": "Queue",
+        "metadata": {"name": "capped"},
+        "spec": {"resources": {GPUS: {"quota": "0", "limit": "4"}}},
+    }
+    h.kube.seed(r.QUEUES, queue)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    pg = h.pg()
+    assert pg is not None and pg["status"]["reason"] == "QueueLimit"
+    assert requests(h) == []
+    assert condition(pg, "CapacityRequested") == {}
