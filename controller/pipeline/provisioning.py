@@ -9,8 +9,9 @@ on the requests, which the controller does not watch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from controller.api import resources as r
@@ -144,7 +145,13 @@ class Provisioner:
                 ]
         return self.requests
 
-    async def carry_out(self, plan: ProvisioningPlan, views: Mapping[GangKey, GangView]) -> None:
+    async def carry_out(
+        self,
+        plan: ProvisioningPlan,
+        views: Mapping[GangKey, GangView],
+        admitted: Collection[GangKey] = (),
+    ) -> None:
+        """Delete, create, then tell what changed; ``admitted``: gangs admitted in this pass."""
         for gone in plan.delete:
             await self._delete(gone)
         for new in plan.create:
@@ -154,8 +161,18 @@ class Provisioner:
         for key, provisioning in plan.gangs.items():
             view = views.get(key)
             request = self._requests.get((key.namespace, provisioning.request))
-            if view is not None and request is not None:
-                await self._tell(view, request, provisioning.message)
+            if view is None or request is None:
+                continue
+            if key in admitted and provisioning.consumable:
+                # Admitted on the room it asked for, maybe before the autoscaler wrote Provisioned
+                # (its nodes registered first): the request is told of as provisioned now.
+                request = dataclasses.replace(
+                    request, conditions=(RequestCondition("Provisioned", True, at=self.clock()),)
+                )
+                message = msg.provisioning_provisioned(request.name)
+            else:
+                message = provisioning.message
+            await self._tell(view, request, message)
 
     async def _delete(self, request: ProvisioningRequestState) -> None:
         key = (request.namespace, request.name)

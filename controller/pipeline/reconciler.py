@@ -146,7 +146,7 @@ class Reconciler:
         )
 
         await self._execute(views, decisions, timed, now, failed, full, provisioning)
-        await self._provision(views, provisioning, failed)
+        await self._provision(views, provisioning, decisions, failed)
         notes = self._autoscaler_notes(decisions, provisioning)
         await self._report(views, the_plan, self._with_notes(decisions, notes), now, failed, full, notes)
         return failed
@@ -162,12 +162,17 @@ class Reconciler:
             return None
 
     async def _provision(
-        self, views: dict[GangKey, GangView], provisioning: ProvisioningPlan | None, failed: set[Hashable]
+        self,
+        views: dict[GangKey, GangView],
+        provisioning: ProvisioningPlan | None,
+        decisions: dict[GangKey, Decision],
+        failed: set[Hashable],
     ) -> None:
         if self.provisioner is None or provisioning is None:
             return
+        admitted = {key for key, decision in decisions.items() if isinstance(decision, Admit)}
         try:
-            await self.provisioner.carry_out(provisioning, views)
+            await self.provisioner.carry_out(provisioning, views, admitted)
         except ApiError as err:
             log.warning("ProvisioningRequests not written", extra={"error": str(err)})
             failed.add(REPLAN)

@@ -47,7 +47,10 @@ def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
     phalanx = Phalanx(cluster, options)
     autoscaler = Autoscaler(cluster)
     try:
-        cluster.up()
+        try:
+            cluster.up()
+        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
+            cluster.up()
         autoscaler.ensure(GROUP)
         phalanx.up()
         yield cluster, autoscaler
