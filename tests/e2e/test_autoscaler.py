@@ -108,15 +108,19 @@ def test_a_gang_that_does_not_fit_gets_its_nodes_from_the_autoscaler_and_starts_
     cluster, autoscaler = scaled
     apply(cluster, ns, gpu_job("train", 2))  # 16 GPUs: two nodes of the group
 
-    request = eventually(lambda: requests_of(cluster, ns), 60, what="a ProvisioningRequest")[0]
-    assert len(requests_of(cluster, ns)) == 1
+    def asked() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The request and its pod set's template, read together: both go once the gang is bound."""
+        found = requests_of(cluster, ns)
+        if len(found) != 1:  # one request for the gang, never two
+            return None
+        name = found[0]["spec"]["podSets"][0]["podTemplateRef"]["name"]
+        return found[0], cluster.kubectl_json("get", "podtemplate", name, "-n", ns)
+
+    request, template = eventually(asked, 60, what="a ProvisioningRequest and its PodTemplate")
     assert request["spec"]["provisioningClassName"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
     assert [s["count"] for s in request["spec"]["podSets"]] == [2]
     owner = request["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"]) == ("PodGroup", "train")
-    template = cluster.kubectl_json(
-        "get", "podtemplate", request["spec"]["podSets"][0]["podTemplateRef"]["name"], "-n", ns
-    )
     spec = template["template"]["spec"]
     assert spec["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
     assert spec["nodeSelector"] == {NODE_GROUP_LABEL: GROUP.name}
@@ -125,6 +129,7 @@ def test_a_gang_that_does_not_fit_gets_its_nodes_from_the_autoscaler_and_starts_
     nodes = eventually(lambda: running_on(cluster, ns, "train"), 180, 1.0, what="the gang bound on new nodes")
     assert len(nodes) == 2 and set(nodes) <= set(autoscaler.nodes(GROUP.name))
     assert len(autoscaler.nodes(GROUP.name)) == 2
+    assert len(requests_of(cluster, ns)) <= 1
     name = request["metadata"]["name"]
     for pod in members(cluster, ns, "train"):
         annotations = pod["metadata"]["annotations"]
