@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-versions demo bench bench-peers lint unit e2e floors lock binaries operators promtool cluster-up cluster-down clean
+.PHONY: test test-versions demo bench bench-peers lint unit e2e floors lock binaries operators autoscaler promtool cluster-up cluster-down clean
 
 # The Kubernetes release the local cluster runs ($PHALANX_K8S_VERSION, else the default), the one whose
 # v1alpha1 Workload API `make test` also checks, and every supported one (tests/localcluster/versions.py).
@@ -35,6 +35,13 @@ E2E_OPERATORS := $(sort $(shell grep -rhoE 'operators\.ensure\("[a-z-]+"\)' test
 operators:
 	$(if $(E2E_OPERATORS),@nice -n 10 bash tests/localcluster/build-operators.sh $(E2E_OPERATORS) >/dev/null)
 
+# The cluster-autoscaler (kwok provider) the ProvisioningRequest e2e tests start beside the cluster,
+# built only when a test under tests/e2e starts it (`autoscaler.ensure`); cached by version.
+E2E_AUTOSCALER := $(shell grep -rlF 'autoscaler.ensure' tests/e2e 2>/dev/null | head -n 1)
+
+autoscaler:
+	$(if $(E2E_AUTOSCALER),@nice -n 10 bash tests/localcluster/build-autoscaler.sh >/dev/null)
+
 # promtool runs the alert-rule tests (tests/unit/deploy/test_alert_rules.py); cached by version.
 promtool:
 	@nice -n 10 bash tests/localcluster/build-promtool.sh >/dev/null
@@ -48,13 +55,13 @@ lint: $(STAMP)
 unit: $(STAMP) promtool
 	$(PY) -m pytest -m 'not e2e' -q
 
-e2e: $(STAMP) binaries operators
+e2e: $(STAMP) binaries operators autoscaler
 	$(PY) -m pytest -m e2e -q
 
 # Everything CI runs: lint, unit, component and end-to-end tests on a real local control plane
 # (with the operators the e2e tests use), then the in-cluster install tier where this machine can
 # run a real node (else it says why not).
-test: $(STAMP) binaries operators promtool lint
+test: $(STAMP) binaries operators autoscaler promtool lint
 	$(PY) -m pytest -q --durations=10
 	$(if $(filter-out $(K8S_COMPAT),$(K8S_CURRENT)),PHALANX_K8S_VERSION=$(K8S_COMPAT) $(PY) -m pytest -q -m 'e2e and k8s_versions')
 	@$(MAKE) --no-print-directory floors
@@ -99,6 +106,7 @@ test-versions: $(STAMP) operators
 	done; \
 	[ -z "$$failed" ] || { echo "e2e failed on:$$failed"; exit 1; }
 
+# DEMO_ARGS=--autoscaler: a gang grows the cluster through the real cluster-autoscaler.
 demo: $(STAMP) binaries
 	$(PY) -m tests.demo $(DEMO_ARGS)
 

@@ -57,6 +57,16 @@ MANAGED_BY_PHALANX: Final = "phalanx"
 # Recorded by the controller on the PodGroup before any gate is lifted (crash-safe admission).
 ADMISSION_ANNOTATION: Final = "phalanx.io/admission"
 
+# On a ProvisioningRequest Phalanx made (--provisioning-requests; labelled with POD_GROUP_LABEL, the
+# gang it is for): a digest of the member shapes and counts it asked for (a changed gang replaces it).
+PROVISIONING_SIGNATURE_ANNOTATION: Final = "phalanx.io/provisioning-signature"
+# On a ProvisioningRequest Phalanx made: how many requests for the gang failed or expired before it.
+PROVISIONING_ATTEMPT_ANNOTATION: Final = "phalanx.io/provisioning-attempt"
+# Set on each member in the patch that lifts its gate: the ProvisioningRequest whose room it consumes.
+CONSUME_PROVISIONING_REQUEST_ANNOTATION: Final = "autoscaling.x-k8s.io/consume-provisioning-request"
+# Set with the one above: that request's provisioning class.
+PROVISIONING_CLASS_ANNOTATION: Final = "autoscaling.x-k8s.io/provisioning-class-name"
+
 # PodGroup CRD (primary group, as used by Coscheduling tutorials and Alibaba ACS).
 PODGROUP_GROUP: Final = "scheduling.sigs.k8s.io"
 PODGROUP_VERSION: Final = "v1alpha1"

@@ -28,6 +28,8 @@ class Role(StrEnum):
     QUEUE = "queue"  # a Queue CRD Phalanx serves
     NATIVE = "native Workload API"  # scheduling.k8s.io's own gang API, read where the server serves it
     DEVICES = "DRA devices"  # resource.k8s.io: devices, their classes and claims, read where served
+    # The cluster-autoscaler's API: Phalanx asks it for a waiting gang's nodes (--provisioning-requests)
+    AUTOSCALER = "cluster-autoscaler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +201,12 @@ RESOURCE_CLAIM_KIND = Kind(DRA_GROUP, "ResourceClaim", "resourceclaims", ("v1",)
 RESOURCE_CLAIM_TEMPLATE_KIND = Kind(
     DRA_GROUP, "ResourceClaimTemplate", "resourceclaimtemplates", ("v1",), Role.DEVICES
 )
+# ---- the cluster-autoscaler's ProvisioningRequests (opt-in: --provisioning-requests) --------------------
+# One per gang waiting for capacity; its pod sets point at PodTemplates Phalanx writes beside it.
+PROVISIONING_REQUEST_KIND = Kind(
+    "autoscaling.x-k8s.io", "ProvisioningRequest", "provisioningrequests", ("v1",), Role.AUTOSCALER
+)
+POD_TEMPLATE_KIND = Kind("", "PodTemplate", "podtemplates", ("v1",), Role.AUTOSCALER)
 
 REGISTRY: tuple[Kind, ...] = (
     POD_KIND,
@@ -228,6 +236,8 @@ REGISTRY: tuple[Kind, ...] = (
     RESOURCE_SLICE_KIND,
     RESOURCE_CLAIM_KIND,
     RESOURCE_CLAIM_TEMPLATE_KIND,
+    PROVISIONING_REQUEST_KIND,
+    POD_TEMPLATE_KIND,
 )
 
 

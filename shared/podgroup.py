@@ -184,6 +184,9 @@ class ConditionType(StrEnum):
 
     ADMITTED = "Admitted"  # True while the gang holds an admission
     DEGRADED = "Degraded"  # True while an admitted gang runs below minMember
+    # True while a ProvisioningRequest asks the cluster-autoscaler for the gang's nodes (reason: where it
+    # stands); False while the gang waits for capacity with --provisioning-requests off.
+    CAPACITY_REQUESTED = "CapacityRequested"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,10 @@ why the others wait. Run with ``--keep`` to leave everything running afterwards.
 ResourceSlice per node): each pod claims its GPU from a ResourceClaimTemplate instead of asking for
 ``nvidia.com/gpu``. ``--gpus-as dra-extended`` keeps the plain ``nvidia.com/gpu`` requests, served
 from those devices by the DeviceClass's ``extendedResourceName``.
+``--autoscaler``: the same cluster with the real cluster-autoscaler beside it (kwok provider, a
+node group of 0..4 nodes × 8 GPUs) and Phalanx asking it for capacity (--provisioning-requests):
+a 16-GPU gang that fits nowhere gets one ProvisioningRequest, the autoscaler adds two nodes, and the
+gang starts whole on them.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import time
 
 from tests import builders
 from tests.localcluster import ClusterConfig, FleetSpec, LocalCluster
+from tests.localcluster.autoscaler import NODE_GROUP_LABEL, Autoscaler, NodeGroup
 from tests.localcluster.fleet import DRA_DEVICE_CLASS, GPU_SOURCES, GPUS_ALLOCATABLE, GPUS_DRA
-from tests.localcluster.phalanx import Phalanx
+from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 
 NAMESPACE = "ml-team"
 
@@ -64,10 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster and Phalanx running")
     parser.add_argument("--timeout", type=float, default=150.0)
     parser.add_argument("--gpus-as", choices=GPU_SOURCES, default=GPUS_ALLOCATABLE)
+    parser.add_argument(
+        "--autoscaler",
+        action="store_true",
+        help="a gang that fits nowhere grows the cluster through the real cluster-autoscaler",
+    )
     args = parser.parse_args(argv)
     fleet = FleetSpec(gpu_nodes=2, gpus_per_node=4, cpu_nodes=1, gpus_as=args.gpus_as)
     cluster = LocalCluster(ClusterConfig(fleet=fleet))
     cluster.up()
+    if args.autoscaler:
+        return grow(cluster, args.keep, args.timeout)
     phalanx = Phalanx(cluster)
     try:
         phalanx.up()
@@ -142,6 +154,57 @@ def main(argv: list[str] | None = None) -> int:
             print(f"left running: export KUBECONFIG={cluster.kubeconfig}; `make cluster-down` stops it")
         else:
             phalanx.down()
+            cluster.down()
+
+
+def _provisioned(request: dict[str, object]) -> str:
+    status = request.get("status")
+    conditions = status.get("conditions", []) if isinstance(status, dict) else []
+    found = [c for c in conditions if c.get("type") == "Provisioned"]
+    return f"Provisioned={found[0]['status']}" if found else "not answered yet"
+
+
+def grow(cluster: LocalCluster, keep: bool, timeout: float) -> int:
+    """A 16-GPU gang on two 4-GPU nodes: it asks the cluster-autoscaler for two 8-GPU nodes."""
+    group = NodeGroup(name="gpu-pool", min_size=0, max_size=4, gpus=8)
+    options = PhalanxOptions()
+    options.controller_env["PHALANX_CONTROLLER_PROVISIONING_REQUESTS"] = "best-effort-atomic"
+    autoscaler = Autoscaler(cluster)
+    phalanx = Phalanx(cluster, options)
+    try:
+        autoscaler.ensure(group)
+        phalanx.up()
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("label", "namespace", NAMESPACE, "phalanx.io/gang-scheduling=enabled")
+        while cluster.kubectl("get", "sa", "default", "-n", NAMESPACE, check=False).returncode:
+            time.sleep(0.1)
+        print("\n== kubectl apply: a Job of 2 pods × 8 GPUs; the fleet's nodes have 4 GPUs each ==")
+        job = builders.job("big").parallelism(2).gpus(8).node_selector({NODE_GROUP_LABEL: group.name})
+        cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(job.run_for("20s").build()))
+        deadline = time.monotonic() + timeout
+        last = ""
+        done = False
+        while time.monotonic() < deadline and not done:
+            text, done = table(cluster)
+            nodes = autoscaler.nodes(group.name)
+            requests = ", ".join(
+                f"{item['metadata']['name']} ({_provisioned(item)})"
+                for item in cluster.kubectl_json("get", "provisioningrequests", "-n", NAMESPACE)["items"]
+            )
+            view = f"{text}\nProvisioningRequest: {requests or '-'}\nnodes added: {', '.join(nodes) or '-'}"
+            if view != last:
+                print(f"--- t+{timeout - (deadline - time.monotonic()):5.1f}s")
+                print(view)
+                last = view
+            time.sleep(1.0)
+        print("the gang grew the cluster and ran whole" if done else "demo timed out")
+        return 0 if done else 1
+    finally:
+        if keep:
+            print(f"left running: export KUBECONFIG={cluster.kubeconfig}; `make cluster-down` stops it")
+        else:
+            phalanx.down()
+            autoscaler.down()
             cluster.down()
 
 

@@ -77,6 +77,8 @@ PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI = PODGROUP_TYPES
 # Queues: Phalanx's own, and KAI's (served by the kai-compat component). Cluster-scoped.
 QUEUE_TYPES = tuple(of(k) for k in kinds.of_role(Role.QUEUE))
 QUEUES, QUEUES_KAI = QUEUE_TYPES
+PROVISIONING_REQUESTS = of(kinds.PROVISIONING_REQUEST_KIND)
+POD_TEMPLATES = of(kinds.POD_TEMPLATE_KIND)
 MPIJOBS = of(kinds.MPIJOB_KIND)
 JOBSETS = of(kinds.JOBSET_KIND)
 LEADERWORKERSETS = of(kinds.LEADERWORKERSET_KIND)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from controller.cli.cluster import ClusterState
@@ -31,7 +31,7 @@ from controller.core import (
 )
 from controller.pipeline import status
 from controller.pipeline.gangs import GangView
-from shared.podgroup import Phase
+from shared.podgroup import ConditionType, Phase, PodGroupStatus
 from shared.quantities import format_amount
 
 # ---- shared ------------------------------------------------------------------------------------
@@ -175,6 +175,7 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
         "partial": None,
         "fixes": [_fix_data(fix, resource) for fix in explanation.fixes],
         "notes": notes,
+        "autoscaler": autoscaler_data(podgroup.status),
     }
     if explanation.partial is not None:
         partial = explanation.partial
@@ -202,6 +203,19 @@ def _topology_data(state: ClusterState, gang: Gang, decision: Decision | None) -
     if held is not None:
         out["topologyHeldIn"] = f"{held[0]}={held[1]}"
     return out
+
+
+def autoscaler_data(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The PodGroup's CapacityRequested condition: its ProvisioningRequest (named in the message)
+    and where it stands, or that the cluster-autoscaler cannot see the gang (None: nothing said)."""
+    found = PodGroupStatus.from_json(status).condition(ConditionType.CAPACITY_REQUESTED)
+    if found is None:
+        return None
+    return {
+        "requested": found.get("status") == "True",
+        "reason": found.get("reason"),
+        "message": found.get("message"),
+    }
 
 
 def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
@@ -235,6 +249,7 @@ def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
         "partial": None,
         "fixes": [],
         "notes": [],
+        "autoscaler": autoscaler_data(status),
     }
 
 
@@ -304,6 +319,7 @@ def _gang_lines(data: dict[str, Any]) -> list[str]:
     own = f" (own {data['localPriority']})" if data["localPriority"] is not None else ""
     queue = f", queue {data['queue']}" if data["queue"] else ""
     lines.append(f"Priority:   {data['priority']}{own}{queue}; placement {data['placement']}")
+    lines.extend(_autoscaler_lines(data))
     if data["waiting"] is not None:
         lines.append(f"Waiting:    {duration(data['waiting'])}")
     order = data["order"]
@@ -347,7 +363,16 @@ def _status_lines(data: dict[str, Any]) -> list[str]:
     lines.append(f"Controller: {said}{message}")
     if data["queue"]:
         lines.append(f"Queue:      {data['queue']}")
+    lines.extend(_autoscaler_lines(data))
     return lines
+
+
+def _autoscaler_lines(data: dict[str, Any]) -> list[str]:
+    """The gang's ProvisioningRequest and where it stands (--provisioning-requests)."""
+    said = data.get("autoscaler")
+    if not said:
+        return []
+    return [f"Autoscaler: {said['reason']}: {said['message']}"]
 
 
 def _member_lines(members: list[dict[str, Any]]) -> list[str]:

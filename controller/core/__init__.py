@@ -12,6 +12,8 @@ shell calls:
   validation;
 - ``pod_allows_node(pod, node)``: one pod's constraints against one node (readiness included);
 - ``timers.decide`` (exported as ``decide_timers``): rollbacks and timeouts the clock brings;
+- ``provisioning.decide`` (exported as ``decide_provisioning``): the ProvisioningRequests the
+  cluster-autoscaler is asked for (one per gang waiting for capacity only) and what each says;
 - ``explain`` and its changes (``whatif``), ``without``: counterfactuals for ``kubectl phalanx``;
 - ``messages``: every sentence written for a person, for the shell's own reports too;
 - the snapshot model and the decisions (``model``), ``is_live``, ``QueueTree``.
@@ -36,7 +38,8 @@ Modules, one job each:
 - ``timers``: bind, degraded and schedule timeouts -> RollBack | TimedOut | Recheck;
 - ``whatif``: what would change a gang's decision;
 - ``dra``: the DRA records (devices, DeviceClasses, claims); ``devices``: them as node room and
-  member demand before a pass; ``device_cel``: their CEL selectors.
+  member demand before a pass; ``device_cel``: their CEL selectors;
+- ``provisioning``: which gangs ask the cluster-autoscaler for nodes, and what their requests say.
 """
 
 from controller.core import messages
@@ -82,6 +85,20 @@ from controller.core.model import (
     Wait,
 )
 from controller.core.planner import PlanningPass, invalid_spec, plan
+from controller.core.provisioning import (
+    BEST_EFFORT_ATOMIC,
+    CHECK_CAPACITY,
+    AutoscalerNote,
+    GangProvisioning,
+    NewRequest,
+    ProvisioningConfig,
+    ProvisioningPlan,
+    ProvisioningRequestState,
+    RequestCondition,
+    RequestPhase,
+    autoscaler_note,
+)
+from controller.core.provisioning import decide as decide_provisioning
 from controller.core.queues import QueueTree
 from controller.core.requests import InvalidRequests, effective_requests
 from controller.core.state import is_live
@@ -91,12 +108,15 @@ from controller.core.topology import held_in
 from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain, without
 
 __all__ = [
+    "BEST_EFFORT_ATOMIC",
+    "CHECK_CAPACITY",
     "DEFAULT_LEVELS",
     "DEFAULT_TOPOLOGY",
     "NODE_NAME_FIELD",
     "AddNodes",
     "Admit",
     "AttributeValue",
+    "AutoscalerNote",
     "Claim",
     "ClaimSpec",
     "Decision",
@@ -110,8 +130,10 @@ __all__ = [
     "FreeOnNode",
     "Gang",
     "GangKey",
+    "GangProvisioning",
     "GangTopology",
     "InvalidRequests",
+    "NewRequest",
     "Node",
     "OwnerRef",
     "Placement",
@@ -121,6 +143,9 @@ __all__ = [
     "Pod",
     "PodClaim",
     "Preempt",
+    "ProvisioningConfig",
+    "ProvisioningPlan",
+    "ProvisioningRequestState",
     "Queue",
     "QueueGrant",
     "QueueReport",
@@ -130,6 +155,8 @@ __all__ = [
     "Recheck",
     "Reject",
     "Remove",
+    "RequestCondition",
+    "RequestPhase",
     "Requirement",
     "RollBack",
     "RollBackCause",
@@ -142,6 +169,8 @@ __all__ = [
     "Toleration",
     "Victim",
     "Wait",
+    "autoscaler_note",
+    "decide_provisioning",
     "decide_timers",
     "effective_requests",
     "explain",

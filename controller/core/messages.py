@@ -779,3 +779,58 @@ def cel_invalid_semver(text: str) -> str:
 
 
 CEL_NOT_COMPARABLE = "not a quantity or a semver"
+# ---- the cluster-autoscaler (ProvisioningRequests) ------------------------------------------------
+
+
+def autoscaler_blind() -> str:
+    return (
+        "a cluster-autoscaler cannot see gated pods, so it adds no node for this gang; "
+        "start the controller with --provisioning-requests to ask it for the whole gang's nodes "
+        "(ProvisioningRequest)"
+    )
+
+
+def provisioning_condition(reason: str, message: str) -> str:
+    return ": ".join(part for part in (reason, message.rstrip(".")) if part)
+
+
+def provisioning_requested(name: str, class_name: str) -> str:
+    return (
+        f"asked the cluster-autoscaler for the whole gang's nodes (ProvisioningRequest {name}, {class_name})"
+    )
+
+
+def provisioning_accepted(name: str) -> str:
+    return f"the cluster-autoscaler accepted ProvisioningRequest {name} and looks for the whole gang's nodes"
+
+
+def provisioning_provisioned(name: str) -> str:
+    return (
+        f"the cluster-autoscaler provisioned the whole gang's nodes (ProvisioningRequest {name}); "
+        "they are booked for it"
+    )
+
+
+def provisioning_not_found(name: str, why: str) -> str:
+    detail = f" ({why})" if why else ""
+    return (
+        f"the cluster-autoscaler found no room for the whole gang (ProvisioningRequest {name}){detail}; "
+        "it adds no node and tries again later"
+    )
+
+
+def provisioning_failed(name: str, why: str, retry_in: float) -> str:
+    detail = f" ({why})" if why else ""
+    return (
+        f"the cluster-autoscaler failed ProvisioningRequest {name}{detail}; "
+        f"Phalanx asks again in {_duration(retry_in)}"
+    )
+
+
+def provisioning_expired(name: str, why: str) -> str:
+    detail = f" ({why})" if why else ""
+    return f"the booking of ProvisioningRequest {name} ended before the gang started{detail}; asking again"
+
+
+def with_provisioning(text: str, note: str) -> str:
+    return f"{text}; {note}"

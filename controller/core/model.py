@@ -216,6 +216,10 @@ class Gang:
     # The rest of what the gang asks of topology: which of the cluster's topologies, a preferred
     # level, slices (see GangTopology and core/topology.py).
     topology: GangTopology = field(default_factory=GangTopology)
+    # The cluster-autoscaler provisioned nodes for this gang (its ProvisioningRequest is Provisioned
+    # and its booking lasts): it is planned before every other gang, so the room made for it is not
+    # given to a gang planned after it.
+    capacity_booked: bool = False
 
     @property
     def wait_start(self) -> float:
@@ -328,6 +332,11 @@ class EventReason(StrEnum):
     GATE_BYPASSED = "GateBypassed"  # a member bound without Phalanx's admission
     WAITING_FOR_WORKLOAD = "WaitingForWorkload"  # (on pods) the Workload they name does not exist yet
     WAITING_FOR_POD_GROUP = "WaitingForPodGroup"  # (on pods) the PodGroup they name does not exist yet
+    # --provisioning-requests: the cluster-autoscaler was asked for the gang's nodes (a ProvisioningRequest)
+    PROVISIONING_REQUESTED = "ProvisioningRequested"
+    CAPACITY_PROVISIONED = "CapacityProvisioned"  # the autoscaler provisioned (or found) the gang's nodes
+    # it found no room (Provisioned=False), failed the request, or the booking ended
+    PROVISIONING_FAILED = "ProvisioningFailed"
 
 
 @dataclass(frozen=True, slots=True)

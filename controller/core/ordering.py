@@ -6,6 +6,9 @@ scopes). Inside one namespace, gangs of equal priority are then re-ranked by the
 priority (``Gang.local_priority``), which any tenant can write: a tenant reorders its own gangs
 among the places they already hold, and never moves ahead of another namespace's gang.
 
+A gang the cluster-autoscaler provisioned nodes for (``Gang.capacity_booked``) goes before all of
+these while its booking lasts.
+
 Deterministic by construction: the keys are total over distinct gangs.
 """
 
@@ -15,11 +18,12 @@ from collections.abc import Iterable
 
 from controller.core.model import Gang, Pod
 
-GangOrder = tuple[int, float, str, str]
+GangOrder = tuple[int, int, float, str, str]
 
 
 def gang_order(gang: Gang) -> GangOrder:
-    return (-gang.priority, gang.created, gang.key.namespace, gang.key.name)
+    # A gang whose nodes the cluster-autoscaler provisioned comes first: that room was made for it.
+    return (0 if gang.capacity_booked else 1, -gang.priority, gang.created, gang.key.namespace, gang.key.name)
 
 
 def _local_order(gang: Gang) -> tuple[int, float, str]:

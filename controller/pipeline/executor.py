@@ -98,8 +98,14 @@ class Executor:
             raise
         return record
 
-    async def lift_gates(self, members: list[Pod], placement: Mapping[str, str | None]) -> list[str]:
-        """Remove our gate from every given member at once (pinning each); returns failures."""
+    async def lift_gates(
+        self,
+        members: list[Pod],
+        placement: Mapping[str, str | None],
+        annotations: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Remove our gate from every given member at once (pinning each, and setting
+        ``annotations`` in the same patch); returns failures."""
         started = time.perf_counter()
         done_at: list[float] = []
 
@@ -115,7 +121,11 @@ class Executor:
                         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
                     }
                 }
-            await self.kube.patch(PODS, pod.namespace, pod.name, {"spec": spec}, patch_type="strategic")
+            body: dict[str, object] = {"spec": spec}
+            if annotations:
+                # E.g. the ProvisioningRequest the pod consumes: set before the scheduler sees it.
+                body["metadata"] = {"annotations": dict(annotations)}
+            await self.kube.patch(PODS, pod.namespace, pod.name, body, patch_type="strategic")
             self.store.assume_lifted(pod.uid)
             done_at.append(time.perf_counter())
 
@@ -133,12 +143,17 @@ class Executor:
         return failures
 
     async def admit(
-        self, view: GangView, placement: Mapping[str, str | None], booked: Mapping[str, str], message: str
+        self,
+        view: GangView,
+        placement: Mapping[str, str | None],
+        booked: Mapping[str, str],
+        message: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         first = not view.gang.admitted and view.gang.admitted_at is None
         await self.record_admission(view, placement, booked)
         members = [p for p in view.members if p.uid in placement]
-        failures = await self.lift_gates(members, placement)
+        failures = await self.lift_gates(members, placement, annotations)
         # The admission stands once recorded (a retry finishes the lift): report it either way.
         if first:
             self.metrics.admissions.inc()

@@ -48,6 +48,19 @@ class ControllerMetrics:
             ["queue"],
             registry=registry,
         )
+        self.provisioning = Counter(
+            "phalanx_provisioning_requests_total",
+            "ProvisioningRequests (--provisioning-requests) by outcome: requested (created), provisioned, "
+            "not_found (the autoscaler found no room yet), failed, expired (the booking ended first)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.provisioning_latency = Histogram(
+            "phalanx_provisioning_seconds",
+            "From a ProvisioningRequest's creation to its Provisioned condition",
+            buckets=_SLOW,
+            registry=registry,
+        )
         self.admission_latency = Histogram(
             "phalanx_gang_admission_latency_seconds",
             "From the admission decision to the last gate lifted",

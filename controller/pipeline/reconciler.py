@@ -10,6 +10,7 @@ out, and each PodGroup's status is written where it changed. A failed pass is re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import Counter
@@ -19,23 +20,32 @@ from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core import (
     Admit,
+    AutoscalerNote,
     Decision,
     EventReason,
     GangKey,
     Plan,
     PlannerConfig,
     Preempt,
+    ProvisioningConfig,
+    ProvisioningPlan,
+    ProvisioningRequestState,
     Recheck,
     Reject,
+    RequestPhase,
     RollBack,
     Short,
+    Snapshot,
     TimedOut,
     TimerConfig,
     TimerDecision,
     Wait,
+    autoscaler_note,
+    decide_provisioning,
     decide_timers,
     plan,
 )
+from controller.core import messages as msg
 from controller.pipeline import gangs, native_status, status
 from controller.pipeline.bypass import GateBypassDetector
 from controller.pipeline.events import EventRecorder
@@ -44,6 +54,7 @@ from controller.pipeline.gangs import GangView
 from controller.pipeline.gcpause import cyclic_gc_paused
 from controller.pipeline.metrics import ControllerMetrics, queue_label
 from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
+from controller.pipeline.provisioning import Provisioner, consume_annotations
 from controller.pipeline.queue_status import QueueStatusWriter
 from controller.pipeline.workqueue import WorkQueue
 from shared.podgroup import Phase, PodGroupStatus
@@ -64,6 +75,8 @@ class Reconciler:
         planner: PlannerConfig,
         timers: TimerConfig,
         clock: Callable[[], float],
+        provisioning: ProvisioningConfig | None = None,
+        provisioner: Provisioner | None = None,
     ) -> None:
         self.kube = kube
         self.store = store
@@ -74,6 +87,8 @@ class Reconciler:
         self.planner = planner
         self.clock = clock
         self.timers = timers
+        self.provisioning = provisioning or ProvisioningConfig()
+        self.provisioner = provisioner  # None: no ProvisioningRequests (--provisioning-requests off)
         self.podgroups = PodGroupFactory(kube, store)
         self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
@@ -116,16 +131,85 @@ class Reconciler:
         # snapshot -> plan: pure, from the store and the clock.
         now = self.clock()
         started = time.perf_counter()
+        requests = await self._provisioning_requests()
         with cyclic_gc_paused():
             snapshot, views = gangs.snapshot(self.store, now, skip_settled=True)
+            snapshot = booked_first(snapshot, requests)
             the_plan = plan(snapshot, self.planner)
         self.metrics.pass_duration.observe(time.perf_counter() - started)
         decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
         timed = decide_timers(snapshot.gangs, decisions, now, self.timers)
+        provisioning = (
+            decide_provisioning(snapshot.gangs, decisions, requests, self.provisioning, now)
+            if requests is not None
+            else None
+        )
 
-        await self._execute(views, decisions, timed, now, failed, full)
-        await self._report(views, the_plan, decisions, now, failed, full)
+        await self._execute(views, decisions, timed, now, failed, full, provisioning)
+        await self._provision(views, provisioning, decisions, failed)
+        notes = self._autoscaler_notes(decisions, provisioning)
+        await self._report(views, the_plan, self._with_notes(decisions, notes), now, failed, full, notes)
         return failed
+
+    async def _provisioning_requests(self) -> list[ProvisioningRequestState] | None:
+        """The ProvisioningRequests Phalanx made (None: requests off, or not readable now)."""
+        if self.provisioner is None:
+            return None
+        try:
+            return await self.provisioner.refresh()
+        except ApiError as err:
+            log.warning("ProvisioningRequests not listed", extra={"error": str(err)})
+            return None
+
+    async def _provision(
+        self,
+        views: dict[GangKey, GangView],
+        provisioning: ProvisioningPlan | None,
+        decisions: dict[GangKey, Decision],
+        failed: set[Hashable],
+    ) -> None:
+        if self.provisioner is None or provisioning is None:
+            return
+        admitted = {key for key, decision in decisions.items() if isinstance(decision, Admit)}
+        try:
+            await self.provisioner.carry_out(provisioning, views, admitted)
+        except ApiError as err:
+            log.warning("ProvisioningRequests not written", extra={"error": str(err)})
+            failed.add(REPLAN)
+        # The autoscaler answers on the requests, which are not watched: look again while any is out.
+        for key in provisioning.gangs:
+            self.queue.add_after(key, self.provisioner.refresh_seconds)
+        if provisioning.recheck_in is not None:
+            self.queue.add_after(REPLAN, provisioning.recheck_in)
+
+    def _autoscaler_notes(
+        self, decisions: dict[GangKey, Decision], provisioning: ProvisioningPlan | None
+    ) -> dict[GangKey, AutoscalerNote]:
+        """Each gang's CapacityRequested condition: its request, or (requests off) that a gang
+        waiting for capacity is invisible to a cluster-autoscaler."""
+        enabled = self.provisioner is not None
+        keys = set(decisions) | set(provisioning.gangs if provisioning is not None else ())
+        notes = {}
+        for key in keys:
+            state = provisioning.gangs.get(key) if provisioning is not None else None
+            note = autoscaler_note(decisions.get(key), state, enabled)
+            if note is not None:
+                notes[key] = note
+        return notes
+
+    @staticmethod
+    def _with_notes(
+        decisions: dict[GangKey, Decision], notes: dict[GangKey, AutoscalerNote]
+    ) -> dict[GangKey, Decision]:
+        """A gang waiting on its ProvisioningRequest says so in its message too."""
+        out = dict(decisions)
+        for key, note in notes.items():
+            decision = decisions.get(key)
+            if note.requested and isinstance(decision, Wait):
+                out[key] = dataclasses.replace(
+                    decision, message=msg.with_provisioning(decision.message, note.message)
+                )
+        return out
 
     async def _execute(
         self,
@@ -135,9 +219,10 @@ class Reconciler:
         now: float,
         failed: set[Hashable],
         full: bool,
+        provisioning: ProvisioningPlan | None = None,
     ) -> None:
         """Carry out the plan and the timers' decisions, then let go of what no longer needs holding."""
-        await self._act(views, decisions, failed)
+        await self._act(views, decisions, failed, provisioning)
         await self.bypass.check(views)
         await self._act_on_timers(views, timed, now, failed)
         self._release_stale_holds(views, decisions, now)
@@ -151,9 +236,10 @@ class Reconciler:
         now: float,
         failed: set[Hashable],
         full: bool,
+        notes: dict[GangKey, AutoscalerNote] | None = None,
     ) -> None:
         """Status of every PodGroup and queue, and the Events of members no plan could include."""
-        await self._write_statuses(views, decisions, now, failed)
+        await self._write_statuses(views, decisions, now, failed, notes or {})
         await self.queue_status.write(the_plan, the_plan.decisions)
         # A member whose spec cannot be read is not part of any plan: say so where people look.
         for owner_key, problem in self.store.invalid_pods.values():
@@ -178,7 +264,11 @@ class Reconciler:
         await self._report_unsized(unsized)
 
     async def _act(
-        self, views: dict[GangKey, GangView], decisions: dict[GangKey, Decision], failed: set[Hashable]
+        self,
+        views: dict[GangKey, GangView],
+        decisions: dict[GangKey, Decision],
+        failed: set[Hashable],
+        provisioning: ProvisioningPlan | None = None,
     ) -> None:
         """Finish admissions a crash left half done, then carry out this pass's decisions."""
         for key, view in views.items():
@@ -193,7 +283,13 @@ class Reconciler:
                 continue
             try:
                 if isinstance(decision, Admit):
-                    await self.executor.admit(target, decision.placement, decision.booked, decision.message)
+                    await self.executor.admit(
+                        target,
+                        decision.placement,
+                        decision.booked,
+                        decision.message,
+                        consume_annotations(provisioning, key),
+                    )
                 elif isinstance(decision, Preempt):
                     await self.executor.preempt(target, decision, views)
             except Exception as err:
@@ -268,13 +364,14 @@ class Reconciler:
         decisions: dict[GangKey, Decision],
         now: float,
         failed: set[Hashable],
+        notes: dict[GangKey, AutoscalerNote],
     ) -> None:
         pending: Counter[tuple[str, str]] = Counter()
         oldest: dict[str, float] = {}  # queue label -> the earliest wait start of a Pending gang
         known = self.store.queues.records()
         for key, view in views.items():
             decision = decisions.get(key)
-            wanted = status.desired(view, decision, now)
+            wanted = status.desired(view, decision, now, notes.get(key))
             if wanted.phase in (Phase.PENDING, Phase.FAILED) and not isinstance(decision, Admit):
                 queue = queue_label(view.gang.queue, known)
                 pending[(str(wanted.reason), queue)] += 1
@@ -331,6 +428,18 @@ class Reconciler:
             return admitted or key not in views or expired or isinstance(decisions.get(key), Admit)
 
         self.store.release_holds(stale)
+
+
+def booked_first(snapshot: Snapshot, requests: list[ProvisioningRequestState] | None) -> Snapshot:
+    """The snapshot with every gang whose ProvisioningRequest is Provisioned marked as booked (the
+    core plans it first, on the room made for it)."""
+    booked = {r.gang for r in requests or () if r.phase == RequestPhase.PROVISIONED}
+    if not booked:
+        return snapshot
+    marked = tuple(
+        dataclasses.replace(g, capacity_booked=True) if g.key in booked else g for g in snapshot.gangs
+    )
+    return dataclasses.replace(snapshot, gangs=marked)
 
 
 def decision_timed_out(decision: Decision) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from controller.core import Admit, Decision, Preempt, Reason, Reject, Short, Wait, is_live
+from controller.core import Admit, AutoscalerNote, Decision, Preempt, Reason, Reject, Short, Wait, is_live
 from controller.core import messages as msg
 from controller.pipeline.gangs import GangView
 from shared.podgroup import Condition, ConditionType, Phase, PodGroupStatus
@@ -107,7 +107,9 @@ def verdict(view: GangView, decision: Decision | None, n: PodGroupStatus) -> Ver
     )
 
 
-def desired(view: GangView, decision: Decision | None, now: float) -> PodGroupStatus:
+def desired(
+    view: GangView, decision: Decision | None, now: float, autoscaler: AutoscalerNote | None = None
+) -> PodGroupStatus:
     n = counts(view)
     said = verdict(view, decision, n)
     current = view.podgroup.parsed_status
@@ -127,6 +129,8 @@ def desired(view: GangView, decision: Decision | None, now: float) -> PodGroupSt
     was_degraded = current.condition(ConditionType.DEGRADED)
     if view.gang.degraded_since is not None or was_degraded is not None:
         conditions.append(_degraded_condition(view, was_degraded, now, said.message).to_json())
+    if autoscaler is not None:
+        conditions.append(_autoscaler_condition(view, autoscaler, now).to_json())
     gang = view.gang
     return replace(
         n,
@@ -154,6 +158,19 @@ def merge_conditions(current: Any, ours: list[dict[str, Any]]) -> list[dict[str,
             merged.append(dict(condition))
     merged.extend(c for c in ours if c["type"] in by_type)
     return merged
+
+
+def _autoscaler_condition(view: GangView, note: AutoscalerNote, now: float) -> Condition:
+    previous = view.podgroup.parsed_status.condition(ConditionType.CAPACITY_REQUESTED)
+    unchanged = previous is not None and previous.get("reason") == note.reason
+    return Condition(
+        ConditionType.CAPACITY_REQUESTED,
+        note.requested,
+        note.reason,
+        note.message,
+        str(previous.get("lastTransitionTime")) if unchanged and previous else iso(now),
+        view.podgroup.generation,
+    )
 
 
 def _degraded_condition(

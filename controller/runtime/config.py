@@ -108,6 +108,17 @@ class ControllerSettings(BaseSettings):
         description="further topologies a gang may name (phalanx.io/topology): "
         "name=key,key,...;name=key,... (widest first)",
     )
+    provisioning_requests: Literal["off", "best-effort-atomic", "check-capacity"] = Field(
+        "off",
+        description="ask the cluster-autoscaler for the nodes of a gang that waits for capacity, whole, "
+        "with one ProvisioningRequest (autoscaling.x-k8s.io/v1) of this class: best-effort-atomic "
+        "(scale up all of it or nothing) or check-capacity (only book room that exists); off: never",
+    )
+    provisioning_retry_seconds: float = Field(
+        30.0,
+        description="a Failed ProvisioningRequest is asked again after this, doubled per failure "
+        "up to 10 minutes",
+    )
     patch_concurrency: int = Field(64, description="parallel pod patches when a gang's gates are lifted")
     resync_seconds: float = Field(
         30.0, description="a full re-plan at least this often, whatever the watches say"

@@ -16,10 +16,11 @@ from controller.api.kube import Kube
 from controller.api.queue_feed import queue_sinks
 from controller.api.resources import ResourceType
 from controller.api.store import Store, StoreSink, sinks_for
-from controller.core import PlannerConfig, TimerConfig
+from controller.core import BEST_EFFORT_ATOMIC, CHECK_CAPACITY, PlannerConfig, ProvisioningConfig, TimerConfig
 from controller.pipeline.events import EventRecorder
 from controller.pipeline.executor import Executor, ExecutorSettings
 from controller.pipeline.metrics import ControllerMetrics
+from controller.pipeline.provisioning import Provisioner
 from controller.pipeline.reconciler import Reconciler
 from controller.pipeline.workqueue import WorkQueue
 from controller.runtime.config import ControllerSettings, parse_topologies
@@ -63,6 +64,15 @@ def timer_config(settings: ControllerSettings, planner: PlannerConfig) -> TimerC
         degraded_timeout=settings.degraded_gang_timeout_seconds,
         default_schedule_timeout=planner.default_schedule_timeout,
         release_on_timeout=settings.schedule_timeout_action == "release",
+    )
+
+
+def provisioning_config(settings: ControllerSettings) -> ProvisioningConfig:
+    classes = {"best-effort-atomic": BEST_EFFORT_ATOMIC, "check-capacity": CHECK_CAPACITY}
+    return ProvisioningConfig(
+        enabled=settings.provisioning_requests in classes,
+        class_name=classes.get(settings.provisioning_requests, BEST_EFFORT_ATOMIC),
+        retry_seconds=settings.provisioning_retry_seconds,
     )
 
 
@@ -137,7 +147,19 @@ def wire(
         ),
     )
     planner = planner or planner_config(settings)
+    provisioning = provisioning_config(settings)
+    provisioner = Provisioner(kube, provisioning, events, metrics, clock) if provisioning.enabled else None
     reconciler = Reconciler(
-        kube, store, queue, executor, events, metrics, planner, timer_config(settings, planner), clock
+        kube,
+        store,
+        queue,
+        executor,
+        events,
+        metrics,
+        planner,
+        timer_config(settings, planner),
+        clock,
+        provisioning,
+        provisioner,
     )
     return Parts(store, metrics, queue, events, executor, reconciler, informer_sinks(store, WATCHED))

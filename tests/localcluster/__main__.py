@@ -7,6 +7,7 @@ import json
 import sys
 
 from tests.localcluster import realnode
+from tests.localcluster.autoscaler import Autoscaler, NodeGroup, stop_leftover_autoscaler
 from tests.localcluster.binaries import ensure_binaries
 from tests.localcluster.cluster import ClusterConfig, LocalCluster, pki_dir
 from tests.localcluster.fleet import GPU_SOURCES, GPUS_ALLOCATABLE, FleetSpec
@@ -48,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also run a real node (kubelet, containerd, kube-proxy); needs root, see docs/development.md",
     )
+    parser.add_argument(
+        "--autoscaler",
+        action="store_true",
+        help="also run the cluster-autoscaler (kwok provider, ProvisioningRequests on) with one GPU "
+        "node group of 0..4 nodes x 8 GPUs; see docs/development.md",
+    )
     args = parser.parse_args(argv)
     try:
         k8s = release(args.k8s_version)
@@ -83,10 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         cluster.up()
         if args.real_node:
             node.up()
+        if args.autoscaler:
+            Autoscaler(cluster).ensure(NodeGroup())
         print(f"export KUBECONFIG={cluster.kubeconfig}")
     elif args.command == "down":
         stop_leftovers(cluster.config.workdir)
         stop_leftover_operators(cluster.config.workdir)
+        stop_leftover_autoscaler(cluster.config.workdir)
         if node.pid_dir.is_dir():
             node.down()
         cluster.down()

@@ -45,6 +45,7 @@ EXPLAINED_GANG = {
     "partial",
     "fixes",
     "notes",
+    "autoscaler",
 }
 TOP_GANG = {
     "order",

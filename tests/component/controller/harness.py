@@ -142,6 +142,7 @@ class Harness(Wired):
         planner: PlannerConfig | None = None,
         timeout_action: Literal["report", "release"] = "report",
         degraded_timeout: float = 300.0,
+        provisioning_requests: Literal["off", "best-effort-atomic", "check-capacity"] = "off",
     ) -> None:
         self.clock = FakeClock()
         self.kube = FakeKube(self.clock)
@@ -150,6 +151,7 @@ class Harness(Wired):
             bind_timeout_seconds=bind_timeout,
             schedule_timeout_action=timeout_action,
             degraded_gang_timeout_seconds=degraded_timeout,
+            provisioning_requests=provisioning_requests,
         )
         parts = wire(
             settings,

@@ -1,0 +1,297 @@
+"""The I/O of ProvisioningRequests (--provisioning-requests): read the requests Phalanx made, carry
+out what ``core.decide_provisioning`` decided (create each with its PodTemplates, delete), and tell
+of what changed (Events, metrics).
+
+The requests are listed at most every ``refresh_seconds`` (one LIST of the requests Phalanx labelled),
+and while any is in flight the reconciler looks again that often: the autoscaler's answers arrive
+on the requests, which the controller does not watch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from controller.api import resources as r
+from controller.api.kube import ApiError, Kube
+from controller.api.records import parse_time
+from controller.core import (
+    EventReason,
+    GangKey,
+    NewRequest,
+    ProvisioningConfig,
+    ProvisioningPlan,
+    ProvisioningRequestState,
+    RequestCondition,
+    RequestPhase,
+)
+from controller.core import messages as msg
+from controller.pipeline.events import EventRecorder
+from controller.pipeline.gangs import GangView
+from controller.pipeline.metrics import ControllerMetrics
+from shared import constants
+
+log = logging.getLogger(__name__)
+
+# Fields of a member's spec a PodTemplate must not carry: the gate (the autoscaler would see the pod
+# as gated too), a node it is bound to, and what the API server resolves for pods only.
+_POD_ONLY = ("schedulingGates", "nodeName", "priority", "preemptionPolicy")
+_OUTCOMES = {
+    RequestPhase.PROVISIONED: "provisioned",
+    RequestPhase.NOT_FOUND: "not_found",
+    RequestPhase.FAILED: "failed",
+    RequestPhase.EXPIRED: "expired",
+}
+
+
+def read_request(obj: Mapping[str, Any]) -> ProvisioningRequestState | None:
+    """A ProvisioningRequest Phalanx made, or None if it is not one (no gang label)."""
+    meta = obj.get("metadata") or {}
+    gang = (meta.get("labels") or {}).get(constants.POD_GROUP_LABEL)
+    if not gang:
+        return None
+    annotations = meta.get("annotations") or {}
+    try:
+        attempt = int(annotations.get(constants.PROVISIONING_ATTEMPT_ANNOTATION, "0"))
+    except ValueError:
+        attempt = 0
+    conditions = tuple(
+        RequestCondition(
+            type=str(c.get("type", "")),
+            status=c.get("status") == "True",
+            reason=str(c.get("reason", "")),
+            message=str(c.get("message", "")),
+            at=parse_time(c.get("lastTransitionTime")) or 0.0,
+        )
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+    return ProvisioningRequestState(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        gang=GangKey(str(meta.get("namespace", "")), gang),
+        class_name=str((obj.get("spec") or {}).get("provisioningClassName", "")),
+        signature=str(annotations.get(constants.PROVISIONING_SIGNATURE_ANNOTATION, "")),
+        attempt=attempt,
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        conditions=conditions,
+    )
+
+
+def pod_template_spec(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A member's own spec (its requests, selectors, tolerations, affinity) for a pod set."""
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k not in _POD_ONLY}
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return {"metadata": {"labels": dict(labels)}, "spec": spec}
+
+
+class Provisioner:
+    def __init__(
+        self,
+        kube: Kube,
+        config: ProvisioningConfig,
+        events: EventRecorder,
+        metrics: ControllerMetrics,
+        clock: Callable[[], float],
+        refresh_seconds: float = 2.0,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.events = events
+        self.metrics = metrics
+        self.clock = clock
+        self.refresh_seconds = refresh_seconds
+        self._requests: dict[tuple[str, str], ProvisioningRequestState] = {}
+        self._template_names: dict[tuple[str, str], list[str]] = {}
+        self._listed_at: float | None = None
+        self._phases: dict[tuple[str, str], RequestPhase] = {}  # last phase told of, per request
+        self._unserved = False
+
+    @property
+    def requests(self) -> list[ProvisioningRequestState]:
+        return list(self._requests.values())
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._requests)
+
+    async def refresh(self) -> list[ProvisioningRequestState]:
+        """The requests Phalanx made, listed again when the last list is older than the refresh."""
+        now = self.clock()
+        if self._listed_at is not None and now - self._listed_at < self.refresh_seconds:
+            return self.requests
+        try:
+            items, _ = await self.kube.list(r.PROVISIONING_REQUESTS, label_selector=constants.POD_GROUP_LABEL)
+        except ApiError as err:
+            if err.not_found and not self._unserved:
+                log.warning("ProvisioningRequests are not served: is the cluster-autoscaler's CRD installed?")
+                self._unserved = True
+            if err.not_found:
+                self._requests.clear()
+            return self.requests
+        self._unserved = False
+        self._listed_at = now
+        self._requests.clear()
+        self._template_names.clear()
+        for item in items:
+            state = read_request(item)
+            if state is not None:
+                key = (state.namespace, state.name)
+                self._requests[key] = state
+                pod_sets = (item.get("spec") or {}).get("podSets") or []
+                self._template_names[key] = [
+                    str((s.get("podTemplateRef") or {}).get("name", "")) for s in pod_sets
+                ]
+        return self.requests
+
+    async def carry_out(
+        self,
+        plan: ProvisioningPlan,
+        views: Mapping[GangKey, GangView],
+        admitted: Collection[GangKey] = (),
+    ) -> None:
+        """Delete, create, then tell what changed; ``admitted``: gangs admitted in this pass."""
+        for gone in plan.delete:
+            await self._delete(gone)
+        for new in plan.create:
+            view = views.get(new.gang)
+            if view is not None:
+                await self._create(new, view)
+        for key, provisioning in plan.gangs.items():
+            view = views.get(key)
+            request = self._requests.get((key.namespace, provisioning.request))
+            if view is None or request is None:
+                continue
+            if key in admitted and provisioning.consumable:
+                # Admitted on the room it asked for, maybe before the autoscaler wrote Provisioned
+                # (its nodes registered first): the request is told of as provisioned now.
+                request = dataclasses.replace(
+                    request, conditions=(RequestCondition("Provisioned", True, at=self.clock()),)
+                )
+                message = msg.provisioning_provisioned(request.name)
+            else:
+                message = provisioning.message
+            await self._tell(view, request, message)
+
+    async def _delete(self, request: ProvisioningRequestState) -> None:
+        key = (request.namespace, request.name)
+        try:
+            await self.kube.delete(r.PROVISIONING_REQUESTS, request.namespace, request.name)
+        except ApiError as err:
+            if not err.not_found:
+                raise
+        for template in self._template_names.pop(key, []):
+            try:
+                await self.kube.delete(r.POD_TEMPLATES, request.namespace, template)
+            except ApiError as err:
+                if not err.not_found:
+                    raise
+        self._requests.pop(key, None)
+        self._phases.pop(key, None)
+        log.info("ProvisioningRequest deleted", extra={"gang": str(request.gang), "request": request.name})
+
+    async def _create(self, new: NewRequest, view: GangView) -> None:
+        pg = view.podgroup
+        namespace = new.gang.namespace
+        owner = {
+            "apiVersion": pg.rt.api_version,
+            "kind": pg.rt.kind,
+            "name": pg.name,
+            "uid": pg.uid,
+            "controller": True,
+        }
+        labels = {constants.POD_GROUP_LABEL: new.gang.name}
+        templates: list[dict[str, Any]] = []
+        for index, shape in enumerate(new.shapes):
+            pod = await self.kube.get(r.PODS, namespace, shape.example)
+            name = f"{new.name}-{index}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "PodTemplate",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": labels,
+                    "ownerReferences": [owner],
+                },
+                "template": pod_template_spec(pod),
+            }
+            await self._create_once(r.POD_TEMPLATES, namespace, body)
+            templates.append({"podTemplateRef": {"name": name}, "count": shape.count})
+        request = {
+            "apiVersion": r.PROVISIONING_REQUESTS.api_version,
+            "kind": "ProvisioningRequest",
+            "metadata": {
+                "name": new.name,
+                "namespace": namespace,
+                "labels": labels,
+                "annotations": {
+                    constants.PROVISIONING_SIGNATURE_ANNOTATION: new.signature,
+                    constants.PROVISIONING_ATTEMPT_ANNOTATION: str(new.attempt),
+                },
+                "ownerReferences": [owner],
+            },
+            "spec": {"provisioningClassName": new.class_name, "podSets": templates},
+        }
+        created = await self._create_once(r.PROVISIONING_REQUESTS, namespace, request)
+        if created:
+            self.metrics.provisioning.labels(outcome="requested").inc()
+            await self.events.emit(
+                pg,
+                EventReason.PROVISIONING_REQUESTED,
+                msg.provisioning_requested(new.name, new.class_name),
+                dedupe=new.name,
+            )
+            log.info("ProvisioningRequest created", extra={"gang": str(new.gang), "request": new.name})
+        key = (namespace, new.name)
+        self._template_names[key] = [f"{new.name}-{index}" for index in range(len(templates))]
+        self._requests[key] = ProvisioningRequestState(
+            namespace, new.name, new.gang, new.class_name, new.signature, new.attempt, self.clock()
+        )
+
+    async def _create_once(self, rt: r.ResourceType, namespace: str, body: Mapping[str, Any]) -> bool:
+        """Create it; False if it exists already (its name is the gang's and the shapes' own)."""
+        try:
+            await self.kube.create(rt, namespace, body)
+        except ApiError as err:
+            if err.conflict:
+                return False
+            raise
+        return True
+
+    async def _tell(self, view: GangView, request: ProvisioningRequestState, message: str) -> None:
+        """An Event and a count when a request's phase changes (once per request and phase)."""
+        key = (request.namespace, request.name)
+        phase = request.phase
+        if self._phases.get(key) == phase or phase not in _OUTCOMES:
+            self._phases[key] = phase
+            return
+        self._phases[key] = phase
+        self.metrics.provisioning.labels(outcome=_OUTCOMES[phase]).inc()
+        if phase == RequestPhase.PROVISIONED:
+            provisioned = request.condition("Provisioned")
+            if provisioned is not None and request.created:
+                self.metrics.provisioning_latency.observe(max(0.0, provisioned.at - request.created))
+            await self.events.emit(
+                view.podgroup, EventReason.CAPACITY_PROVISIONED, message, dedupe=request.name
+            )
+        else:
+            await self.events.emit(
+                view.podgroup,
+                EventReason.PROVISIONING_FAILED,
+                message,
+                warning=True,
+                dedupe=f"{request.name}/{phase}",
+            )
+
+
+def consume_annotations(plan: ProvisioningPlan | None, key: GangKey) -> dict[str, str]:
+    """The annotations that bind the gang's members to its provisioned request (none otherwise)."""
+    provisioning = plan.gangs.get(key) if plan is not None else None
+    if provisioning is None or not provisioning.consumable:
+        return {}
+    return {
+        constants.CONSUME_PROVISIONING_REQUEST_ANNOTATION: provisioning.request,
+        constants.PROVISIONING_CLASS_ANNOTATION: provisioning.class_name,
+    }

@@ -1,0 +1,157 @@
+"""The shell of --provisioning-requests: the ProvisioningRequest and PodTemplates a waiting gang
+writes, the annotations its admission sets, and what its PodGroup says -- against the in-memory API
+server, playing the cluster-autoscaler's part by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.api import resources as r
+from controller.pipeline.status import iso
+from shared import constants as c
+
+from .harness import NS, Harness, bind, gang, gates_of, namespace, node
+
+GPUS = c.GPU_RESOURCE
+
+
+def condition(pg: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    conditions = ((pg or {}).get("status") or {}).get("conditions") or []
+    return next((x for x in conditions if x["type"] == kind), {})
+
+
+def requests(h: Harness) -> list[dict[str, Any]]:
+    return h.kube.items(r.PROVISIONING_REQUESTS)
+
+
+async def answer(h: Harness, **conditions: tuple[str, str]) -> None:
+    """The autoscaler's part: set the request's conditions (type -> (status, reason))."""
+    [request] = requests(h)
+    status = {
+        "conditions": [
+            {
+                "type": t,
+                "status": s,
+                "reason": why,
+                "message": f"{why}.",
+                "lastTransitionTime": iso(h.clock()),
+            }
+            for t, (s, why) in conditions.items()
+        ]
+    }
+    name = request["metadata"]["name"]
+    await h.kube.patch(r.PROVISIONING_REQUESTS, NS, name, {"status": status}, subresource="status")
+
+
+async def test_without_the_opt_in_a_gang_waiting_for_capacity_says_the_autoscaler_cannot_see_it() -> None:
+    h = Harness()
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))  # 12 GPUs on 8
+    await h.step()
+    said = condition(h.pg(), "CapacityRequested")
+    assert said["status"] == "False" and said["reason"] == "ProvisioningRequestsOff"
+    assert "cannot see gated pods" in said["message"] and "--provisioning-requests" in said["message"]
+    assert requests(h) == []
+
+
+async def test_a_waiting_gang_asks_once_and_starts_on_the_provisioned_nodes_consuming_the_request() -> None:
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+
+    [request] = requests(h)
+    assert request["spec"]["provisioningClassName"] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+    assert request["metadata"]["ownerReferences"][0]["name"] == "g"
+    [pod_set] = request["spec"]["podSets"]
+    assert pod_set["count"] == 3
+    template = h.kube.obj(r.POD_TEMPLATES, NS, pod_set["podTemplateRef"]["name"])
+    assert template is not None
+    spec = template["template"]["spec"]
+    assert "schedulingGates" not in spec
+    assert spec["containers"][0]["resources"]["limits"][GPUS] == "4"
+    said = condition(h.pg(), "CapacityRequested")
+    assert said["status"] == "True" and request["metadata"]["name"] in said["message"]
+    assert "ProvisioningRequested" in h.event_reasons()
+
+    # Passes go on: never a second request for the same gang.
+    h.clock.advance(3)
+    await h.step()
+    assert len(requests(h)) == 1
+
+    # The autoscaler provisions: two nodes appear and the request says Provisioned.
+    await answer(h, Accepted=("True", "Accepted"), Provisioned=("True", "CapacityIsProvisioned"))
+    h.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))
+    h.clock.advance(3)
+    await h.step()
+    name = request["metadata"]["name"]
+    for i in range(3):
+        member = h.pod(f"g-{i}")
+        assert member is not None and not gates_of(member)
+        annotations = member["metadata"]["annotations"]
+        assert annotations[c.CONSUME_PROVISIONING_REQUEST_ANNOTATION] == name
+        assert (
+            annotations[c.PROVISIONING_CLASS_ANNOTATION] == "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+        )
+    assert "CapacityProvisioned" in h.event_reasons()
+
+    # Bound: the booking is used and the request (with its template) goes.
+    for i in range(3):
+        pin = h.pin(f"g-{i}")
+        assert pin is not None
+        bind(h.kube, f"g-{i}", pin, phase="Running")
+    h.clock.advance(3)
+    await h.step()
+    await h.step()
+    assert requests(h) == []
+    assert h.kube.items(r.POD_TEMPLATES) == []
+
+
+async def test_a_failed_request_is_reported_and_asked_again_after_its_backoff() -> None:
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    [first] = requests(h)
+    await answer(h, Failed=("True", "FailedToBookCapacity"))
+    h.clock.advance(3)
+    await h.step()
+    said = condition(h.pg(), "CapacityRequested")
+    assert said["reason"] == "Failed" and "FailedToBookCapacity" in said["message"]
+    assert "ProvisioningFailed" in h.event_reasons()
+    # The failure is old news by the clock of the harness: asked again, under a new name.
+    h.clock.advance(60)
+    await h.step()
+    [second] = requests(h)
+    assert second["metadata"]["name"] != first["metadata"]["name"]
+    assert second["metadata"]["annotations"][c.PROVISIONING_ATTEMPT_ANNOTATION] == "1"
+
+
+async def test_check_capacity_is_the_class_asked_for_when_configured() -> None:
+    h = Harness(provisioning_requests="check-capacity")
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    [request] = requests(h)
+    assert request["spec"]["provisioningClassName"] == "check-capacity.autoscaling.x-k8s.io"
+
+
+async def test_a_gang_held_by_its_queue_limit_writes_no_request() -> None:
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.kube.seed(r.NODES, node("node-0", 4), node("node-1", 4))
+    bound_to_queue = namespace(NS)
+    bound_to_queue["metadata"]["labels"]["phalanx.io/queue"] = "capped"
+    h.kube.seed(r.NAMESPACES, bound_to_queue)
+    queue = {
+        "apiVersion": r.QUEUES.api_version,
+        "kind": "Queue",
+        "metadata": {"name": "capped"},
+        "spec": {"resources": {GPUS: {"quota": "0", "limit": "4"}}},
+    }
+    h.kube.seed(r.QUEUES, queue)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    pg = h.pg()
+    assert pg is not None and pg["status"]["reason"] == "QueueLimit"
+    assert requests(h) == []
+    assert condition(pg, "CapacityRequested") == {}

@@ -1,0 +1,189 @@
+"""core/provisioning.py: which gangs ask the cluster-autoscaler for nodes, as data (no shell)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from controller.core import (
+    BEST_EFFORT_ATOMIC,
+    Admit,
+    Gang,
+    GangKey,
+    Node,
+    Pod,
+    Preempt,
+    ProvisioningConfig,
+    ProvisioningRequestState,
+    Reason,
+    RequestCondition,
+    RequestPhase,
+    Snapshot,
+    Wait,
+    autoscaler_note,
+    decide_provisioning,
+    plan,
+)
+
+KEY = GangKey("team", "train")
+NOW = 1_000_000.0
+ON = ProvisioningConfig(enabled=True, retry_seconds=30, max_retry_seconds=600)
+GPU = "nvidia.com/gpu"
+
+
+def member(i: int, gpus: int = 8, gated: bool = True) -> Pod:
+    return Pod(f"uid-{i}", "team", f"train-{i}", {GPU: gpus, "pods": 1}, created=float(i), gated=gated)
+
+
+def gang(*members: Pod, min_member: int | None = None) -> Gang:
+    pods = members or (member(0), member(1))
+    return Gang(KEY, min_member if min_member is not None else len(pods), pods)
+
+
+def waits(reason: Reason = Reason.INSUFFICIENT_CAPACITY) -> dict[GangKey, Wait | Admit | Preempt]:
+    return {KEY: Wait(KEY, reason, "needs 2 pods × 8 nvidia.com/gpu")}
+
+
+def request(g: Gang, *conditions: RequestCondition, attempt: int = 0) -> ProvisioningRequestState:
+    """The request the core itself would have asked for this gang."""
+    first = decide_provisioning([g], waits(), [], ON, NOW).create[0]
+    return ProvisioningRequestState(
+        "team", first.name.rsplit("-", 1)[0] + f"-{attempt}", KEY, BEST_EFFORT_ATOMIC,
+        first.signature, attempt, NOW - 60, conditions,
+    )  # fmt: skip
+
+
+def test_a_gang_waiting_for_capacity_asks_once_with_one_pod_set_per_shape() -> None:
+    g = gang(member(0), member(1), member(2, gpus=1))
+    result = decide_provisioning([g], waits(), [], ON, NOW)
+    assert len(result.create) == 1
+    new = result.create[0]
+    assert new.class_name == BEST_EFFORT_ATOMIC
+    assert [(s.example, s.count) for s in new.shapes] == [("train-0", 2), ("train-2", 1)]
+    assert result.gangs[KEY].phase == RequestPhase.REQUESTED
+    assert "ProvisioningRequest" in result.gangs[KEY].message
+    # Asked already: the same gang asks nothing more.
+    again = decide_provisioning([g], waits(), [request(g)], ON, NOW)
+    assert again.create == () and again.delete == ()
+
+
+def test_only_capacity_waits_ask() -> None:
+    g = gang()
+    for reason in (Reason.QUEUE_LIMIT, Reason.WAITING_FOR_MEMBERS, Reason.PREEMPTING, Reason.RESERVED):
+        assert decide_provisioning([g], waits(reason), [], ON, NOW).create == (), reason
+    assert decide_provisioning([g], waits(Reason.UNSCHEDULABLE), [], ON, NOW).create != ()
+    # Members still missing: the request would be for a gang that is not whole yet.
+    short = gang(member(0), min_member=2)
+    assert decide_provisioning([short], waits(), [], ON, NOW).create == ()
+    # A preemption will place it.
+    preempt = {KEY: Preempt(KEY, (), {}, "evicting")}
+    assert decide_provisioning([g], preempt, [], ON, NOW).create == ()
+    # Switched off: nothing.
+    assert decide_provisioning([g], waits(), [], ProvisioningConfig(), NOW).create == ()
+
+
+def test_a_gang_that_stops_waiting_for_capacity_deletes_its_request() -> None:
+    g = gang()
+    held = request(g)
+    result = decide_provisioning([g], waits(Reason.QUEUE_LIMIT), [held], ON, NOW)
+    assert result.delete == (held,) and result.create == ()
+    # Gone from the snapshot (deleted, finished or settled on its nodes): deleted too.
+    assert decide_provisioning([], {}, [held], ON, NOW).delete == (held,)
+
+
+def test_a_gang_whose_size_changed_replaces_its_request() -> None:
+    g = gang()
+    held = request(g)
+    grown = replace(g, min_member=3, members=(*g.members, member(2)))
+    result = decide_provisioning([grown], waits(), [held], ON, NOW)
+    assert result.delete == (held,)
+    assert [s.count for s in result.create[0].shapes] == [3]
+
+
+def test_provisioned_request_is_consumed_by_the_admission_and_kept_until_bound() -> None:
+    g = gang()
+    held = request(g, RequestCondition("Provisioned", True, "CapacityIsProvisioned", "", NOW - 5))
+    admit = {KEY: Admit(KEY, {"uid-0": "n1", "uid-1": "n2"}, "admitted")}
+    result = decide_provisioning([g], admit, [held], ON, NOW)
+    assert result.delete == ()
+    assert result.gangs[KEY].consumable and result.gangs[KEY].request == held.name
+    # Admitted and bound: the booking is used, the request goes.
+    bound = replace(
+        g,
+        members=tuple(replace(m, gated=False, node_name="n1") for m in g.members),
+        admitted={"uid-0": "n1", "uid-1": "n2"},
+    )
+    assert decide_provisioning([bound], {}, [held], ON, NOW).delete == (held,)
+
+
+def test_failed_request_is_asked_again_after_a_backoff_that_grows() -> None:
+    g = gang()
+    failed = RequestCondition("Failed", True, "FailedToBookCapacity", "no room", NOW - 10)
+    held = request(g, failed, attempt=1)
+    early = decide_provisioning([g], waits(), [held], ON, NOW)
+    assert early.create == () and early.delete == ()
+    assert early.gangs[KEY].phase == RequestPhase.FAILED
+    assert "no room" in early.gangs[KEY].message
+    assert early.recheck_in == 60 - 10  # 30 s doubled once
+    late = decide_provisioning([g], waits(), [held], ON, NOW + 60)
+    assert late.delete == (held,) and late.create[0].attempt == 2
+    assert late.create[0].name != held.name
+
+
+def test_expired_booking_is_asked_again() -> None:
+    g = gang()
+    held = request(
+        g,
+        RequestCondition("Provisioned", True, "CapacityIsProvisioned", "", NOW - 700),
+        RequestCondition("BookingExpired", True, "CapacityReservationTimeExpired", "", NOW - 100),
+    )
+    result = decide_provisioning([g], waits(), [held], ON, NOW)
+    assert result.delete == (held,) and result.create[0].attempt == 1
+
+
+def test_capacity_not_found_is_reported_and_left_to_the_autoscaler() -> None:
+    g = gang()
+    not_found = RequestCondition("Provisioned", False, "CapacityIsNotFound", "CA will try later.", NOW)
+    result = decide_provisioning([g], waits(), [request(g, not_found)], ON, NOW)
+    assert result.create == () and result.delete == ()
+    assert result.gangs[KEY].phase == RequestPhase.NOT_FOUND
+    assert "CapacityIsNotFound" in result.gangs[KEY].message
+
+
+def test_two_requests_for_one_gang_keep_only_the_newest() -> None:
+    g = gang()
+    old, new = request(g), request(g, attempt=1)
+    result = decide_provisioning([g], waits(), [new, old], ON, NOW)
+    assert result.delete == (old,) and result.create == ()
+
+
+def test_without_the_opt_in_a_capacity_wait_says_the_autoscaler_cannot_see_it() -> None:
+    decision = waits()[KEY]
+    note = autoscaler_note(decision, None, enabled=False)
+    assert note is not None and not note.requested
+    assert "--provisioning-requests" in note.message and "gated" in note.message
+    assert autoscaler_note(decision, None, enabled=True) is None
+    assert autoscaler_note(waits(Reason.QUEUE_LIMIT)[KEY], None, enabled=False) is None
+    requested = decide_provisioning([gang()], waits(), [], ON, NOW).gangs[KEY]
+    said = autoscaler_note(decision, requested, enabled=True)
+    assert said is not None and said.requested and said.reason == "Requested"
+
+
+def test_a_gang_whose_nodes_were_provisioned_is_planned_first_on_them() -> None:
+    node = Node("new-0", {GPU: 8, "pods": 110})
+    old = Gang(GangKey("team", "older"), 1, (replace(member(0), uid="o", namespace="team"),), priority=10)
+    mine = replace(gang(member(1)), min_member=1)
+    without = plan(Snapshot((node,), (), (old, mine), NOW))
+    assert isinstance(without.for_gang(old.key), Admit)  # higher priority: it would take the node
+    booked = plan(Snapshot((node,), (), (old, replace(mine, capacity_booked=True)), NOW))
+    assert isinstance(booked.for_gang(KEY), Admit)
+    assert not isinstance(booked.for_gang(old.key), Admit)
+
+
+def test_nodes_registered_before_provisioned_is_written_are_consumed_all_the_same() -> None:
+    g = gang()
+    held = request(g, RequestCondition("Accepted", True, "Accepted", "", NOW - 5))
+    admit = {KEY: Admit(KEY, {"uid-0": "n1", "uid-1": "n2"}, "admitted")}
+    result = decide_provisioning([g], admit, [held], ON, NOW)
+    assert result.delete == () and result.gangs[KEY].consumable
+    failed = request(g, RequestCondition("Failed", True, "x", "", NOW - 5))
+    assert decide_provisioning([g], admit, [failed], ON, NOW).delete == (failed,)
