@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import NodePool, _namespace
+from tests.e2e.side_cluster import side_cluster
 from tests.localcluster import LocalCluster
 from tests.localcluster.cluster import ClusterConfig
 from tests.localcluster.fleet import FleetSpec
@@ -26,26 +27,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def alpha_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Phalanx]]:
     """A second control plane with those gates on (and Phalanx on it), started once for the tests
     that need it; each adds its own NodePool, so their capacity does not mix."""
-    cluster = LocalCluster(
-        ClusterConfig(
-            name="phalanx-alpha",
-            workdir=tmp_path_factory.mktemp("alpha-cluster"),
-            fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1),
-            feature_gates=ALPHA_GATES,
-            runtime_config=("scheduling.k8s.io/v1alpha3",),
-        )
+    config = ClusterConfig(
+        name="phalanx-alpha",
+        workdir=tmp_path_factory.mktemp("alpha-cluster"),
+        fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1),
+        feature_gates=ALPHA_GATES,
+        runtime_config=("scheduling.k8s.io/v1alpha3",),
     )
-    phalanx = Phalanx(cluster)
-    try:
-        try:
-            cluster.up()
-        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
-            cluster.up()
-        phalanx.up()
-        yield cluster, phalanx
-    finally:
-        phalanx.down()
-        cluster.down()
+    with side_cluster(config) as both:
+        yield both
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -18,12 +18,13 @@ import pytest
 from tests import builders
 from tests.conftest import _namespace
 from tests.e2e.kube import apply, bound, events, gated, podgroup, pods
+from tests.e2e.side_cluster import side_cluster
 from tests.e2e.waiting import eventually, stays
 from tests.localcluster import LocalCluster
 from tests.localcluster.autoscaler import NODE_GROUP_LABEL, Autoscaler, NodeGroup
 from tests.localcluster.cluster import ClusterConfig
 from tests.localcluster.fleet import FleetSpec
-from tests.localcluster.phalanx import Phalanx, PhalanxOptions
+from tests.localcluster.phalanx import PhalanxOptions
 
 GROUP = NodeGroup(name="gpu-pool", min_size=0, max_size=4, gpus=8)
 REQUESTS = "provisioningrequests.autoscaling.x-k8s.io"
@@ -34,30 +35,24 @@ CLASS = "autoscaling.x-k8s.io/provisioning-class-name"
 
 @pytest.fixture(scope="module")
 def scaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Autoscaler]]:
-    cluster = LocalCluster(
-        ClusterConfig(
-            name="phalanx-autoscaled",
-            workdir=tmp_path_factory.mktemp("autoscaled-cluster"),
-            fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1),
-        )
+    config = ClusterConfig(
+        name="phalanx-autoscaled",
+        workdir=tmp_path_factory.mktemp("autoscaled-cluster"),
+        fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1),
     )
     options = PhalanxOptions()
     options.controller_env["PHALANX_CONTROLLER_PROVISIONING_REQUESTS"] = "best-effort-atomic"
     options.controller_env["PHALANX_CONTROLLER_PROVISIONING_RETRY_SECONDS"] = "10"
-    phalanx = Phalanx(cluster, options)
-    autoscaler = Autoscaler(cluster)
-    try:
-        try:
-            cluster.up()
-        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
-            cluster.up()
+    started: list[Autoscaler] = []
+
+    def beside(cluster: LocalCluster) -> Callable[[], None]:
+        autoscaler = Autoscaler(cluster)
+        started.append(autoscaler)
         autoscaler.ensure(GROUP)
-        phalanx.up()
-        yield cluster, autoscaler
-    finally:
-        phalanx.down()
-        autoscaler.down()
-        cluster.down()
+        return autoscaler.down
+
+    with side_cluster(config, options, beside) as (cluster, _):
+        yield cluster, started[0]
 
 
 @pytest.fixture

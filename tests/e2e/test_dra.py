@@ -14,6 +14,7 @@ import pytest
 from tests import builders
 from tests.conftest import _namespace
 from tests.e2e.kube import apply, bound, gated, held_through_a_pass, podgroup, pods
+from tests.e2e.side_cluster import side_cluster
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
 from tests.localcluster.cluster import ClusterConfig
@@ -33,24 +34,13 @@ POOL_LABEL = "e2e.phalanx.io/pool"
 
 @pytest.fixture(scope="module")
 def dra_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Phalanx]]:
-    cluster = LocalCluster(
-        ClusterConfig(
-            name="phalanx-dra",
-            workdir=tmp_path_factory.mktemp("dra-cluster"),
-            fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1, gpus_as=GPUS_DRA),
-        )
+    config = ClusterConfig(
+        name="phalanx-dra",
+        workdir=tmp_path_factory.mktemp("dra-cluster"),
+        fleet=FleetSpec(gpu_nodes=0, cpu_nodes=1, gpus_as=GPUS_DRA),
     )
-    phalanx = Phalanx(cluster)
-    try:
-        try:
-            cluster.up()
-        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
-            cluster.up()
-        phalanx.up()
-        yield cluster, phalanx
-    finally:
-        phalanx.down()
-        cluster.down()
+    with side_cluster(config) as both:
+        yield both
 
 
 class DevicePool:

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -218,22 +217,9 @@ class Autoscaler:
         (self.dir / "cluster-autoscaler.pid").write_text(str(self.process.pid))
 
     def _wait_serving(self, timeout: float = 90.0) -> None:
-        url = f"http://127.0.0.1:{self.port}/health-check"
-        deadline = time.monotonic() + timeout
         assert self.process is not None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"the cluster-autoscaler exited with {self.process.returncode}; see {self.log_path}"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"the cluster-autoscaler did not serve {url} within {timeout:.0f}s")
+        url = f"http://127.0.0.1:{self.port}/health-check"
+        procs.wait_serving(url, self.process, "the cluster-autoscaler", self.log_path, timeout, interval=0.5)
 
     def nodes(self, group: str | None = None) -> list[str]:
         """The names of the nodes the autoscaler created (of one group, or of all)."""

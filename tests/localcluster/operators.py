@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -184,21 +183,8 @@ class Operators:
 
     def _wait_serving(self, running: Running, timeout: float = 90.0) -> None:
         url = f"http://127.0.0.1:{running.ports.health}{running.spec.health_path}"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if running.process.poll() is not None:
-                raise RuntimeError(
-                    f"{running.spec.name} exited with {running.process.returncode}; "
-                    f"see {self.dir / running.spec.name}.log"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise TimeoutError(f"{running.spec.name} did not serve {url} within {timeout:.0f}s")
+        log = self.dir / f"{running.spec.name}.log"
+        procs.wait_serving(url, running.process, running.spec.name, log, timeout)
 
     def alive(self, name: str) -> bool:
         return name in self.running and self.running[name].process.poll() is None

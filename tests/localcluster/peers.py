@@ -40,7 +40,6 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -180,18 +179,7 @@ class System:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"{self.name}: process exited with {process.returncode}; see {self.dir}")
-            try:
-                with urllib.request.urlopen(url, timeout=2, context=context) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise TimeoutError(f"{self.name}: {url} not ready after {timeout:.0f}s; see {self.dir}")
+        procs.wait_serving(url, process, self.name, self.dir, timeout, context=context)
 
     def apply_files(self, paths: list[Path]) -> None:
         objects = [doc for p in paths for doc in _read_yaml_docs(p)]

@@ -260,18 +260,7 @@ class Phalanx:
         raise AssertionError("phalanx_planning_pass_seconds_count not exported")
 
     def _wait_http(self, url: str, what: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError(f"{what}: process exited with {process.returncode}; see {self.dir}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"timed out waiting for {what} ({url}); see {self.dir}")
+        procs.wait_serving(url, process, what, self.dir, timeout, interval=0.2)
 
     # ---- all together ----------------------------------------------------------------------------
     def up(self) -> Phalanx:

@@ -7,7 +7,10 @@ import ipaddress
 import os
 import signal
 import socket
+import ssl
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 _LISTEN = "0A"
@@ -19,6 +22,30 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def wait_serving(
+    url: str,
+    process: subprocess.Popen[bytes],
+    what: str,
+    see: object,
+    timeout: float = 90.0,
+    interval: float = 0.3,
+    context: ssl.SSLContext | None = None,
+) -> None:
+    """Until ``url`` answers 200; fails at once if ``process`` exits (``see``: where its log is)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}; see {see}")
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=context) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"{what} did not serve {url} within {timeout:.0f}s; see {see}")
 
 
 def read_pids(pid_dir: Path) -> dict[str, int]:
