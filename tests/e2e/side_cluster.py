@@ -22,10 +22,7 @@ def side_cluster(
     phalanx = Phalanx(cluster, options)
     stop_companion: Callable[[], None] | None = None
     try:
-        try:
-            cluster.up()
-        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
-            cluster.up()
+        cluster.up()
         if companion is not None:
             stop_companion = companion(cluster)
         phalanx.up()

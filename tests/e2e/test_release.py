@@ -50,10 +50,7 @@ def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClus
         )
     )
     try:
-        try:
-            cluster.up()
-        except (TimeoutError, RuntimeError):  # a port kwokctl picked was taken meanwhile: once more
-            cluster.up()
+        cluster.up()
         yield cluster
     finally:
         cluster.down()

@@ -227,7 +227,17 @@ class LocalCluster:
         return "\n---\n".join(docs)
 
     def up(self) -> LocalCluster:
-        """Start the cluster (replacing a stale one of the same name) and wait until it is usable."""
+        """Start the cluster (replacing a stale one of the same name) and wait until it is usable.
+
+        kwokctl picks its components' ports itself: beside other local clusters, one may be taken
+        between its pick and its use, so a failed start is tried once more."""
+        try:
+            return self._start()
+        except (RuntimeError, TimeoutError) as err:
+            _log(f"the control plane did not start ({err}); once more")
+            return self._start()
+
+    def _start(self) -> LocalCluster:
         started = time.monotonic()
         self.bin_dir = ensure_binaries(self.config.release)
         self.timings["binaries"] = time.monotonic() - started

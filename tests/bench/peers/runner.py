@@ -249,12 +249,7 @@ def run_one(scenario: Scenario, system_name: str, bin_dir: Path | None) -> dict[
     cluster = LocalCluster(config)
     system = make_system(system_name, cluster, bin_dir)
     started = time.monotonic()
-    try:
-        cluster.up()
-    except (RuntimeError, TimeoutError) as err:
-        # kwokctl picks its components' ports itself; beside other clusters one may be taken.
-        _log(f"cluster did not start ({err}); once more")
-        cluster.up()
+    cluster.up()
     try:
         system.up()
         cluster.kubectl("create", "namespace", NAMESPACE)
