@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from controller.core import messages as msg
 from controller.core.device_cel import SelectorError, Selectors
 from controller.core.dra import Claim, ClaimSpec, Device, DeviceClass, DeviceId, DeviceRequest, DraWorld
-from controller.core.model import NODE_NAME_FIELD, Gang, GangKey, Node, Pod, Requirement, Snapshot
+from controller.core.model import NODE_NAME_FIELD, Gang, Node, Pod, Requirement, Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -61,8 +61,9 @@ class _Memo:
 
     # pod uid -> (the pod, what its devices add to it, the translated pod)
     pods: dict[str, tuple[Pod, _Addition, Pod]] = field(default_factory=dict)
-    # gang key -> (the gang, the translated gang)
-    gangs: dict[GangKey, tuple[Gang, Gang]] = field(default_factory=dict)
+    # the uid of a gang's first member -> (the gang, the translated gang)
+    gangs: dict[str, tuple[Gang, Gang]] = field(default_factory=dict)
+    index: _DeviceIndex | None = None  # the last devices and classes, indexed
 
 
 _memo = _Memo()
@@ -101,22 +102,42 @@ class _Demand:
     shared: set[tuple[str, str]] = field(default_factory=set)  # unallocated named claims
 
 
+class _DeviceIndex:
+    """What follows from the devices and classes alone: kept between passes while both are equal
+    (claims change far more often than slices and classes)."""
+
+    def __init__(self, world: DraWorld) -> None:
+        self.devices = world.devices
+        self.classes = world.classes
+        self.selectors = Selectors()
+        self.by_node: dict[str, list[Device]] = defaultdict(list)
+        for device in _current(world.devices):
+            if device.node is not None and device.unmodelled is None:
+                self.by_node[device.node].append(device)
+        self.matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId]] = {}
+        self.resources: dict[DeviceId, str] | None = None  # _resource_of_device, once asked
+
+    @staticmethod
+    def of(world: DraWorld) -> _DeviceIndex:
+        last = _memo.index
+        if last is None or last.devices != world.devices or last.classes != world.classes:
+            last = _memo.index = _DeviceIndex(world)
+        return last
+
+
 class DeviceView:
     """The devices of a snapshot: which each node reaches, which are free, what matches what."""
 
     def __init__(self, world: DraWorld) -> None:
         self.world = world
-        self.selectors = Selectors()
-        self.devices = _current(world.devices)
-        self.by_node: dict[str, list[Device]] = defaultdict(list)
-        for device in self.devices:
-            if device.node is not None and device.unmodelled is None:
-                self.by_node[device.node].append(device)
+        self.index = _DeviceIndex.of(world)
+        self.selectors = self.index.selectors
+        self.by_node = self.index.by_node
         self.allocated: dict[DeviceId, Claim] = {}
         for claim in world.claims.values():
             for device_id in claim.allocated:
                 self.allocated[device_id] = claim
-        self._matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId]] = {}
+        self._matching = self.index.matching
 
     def device_class(self, name: str) -> DeviceClass:
         found = self.world.classes.get(name)
@@ -246,13 +267,15 @@ def _held(
     charged: dict[str, dict[str, int]] = defaultdict(dict)
     accounted: set[DeviceId] = set()
     for claim in view.world.claims.values():
-        holders = sorted(uid for uid in claim.reserved_for if uid in live)
-        if not holders or not claim.allocated:
+        if not claim.allocated:
+            continue
+        holders = [uid for uid in claim.reserved_for if uid in live]
+        if not holders:
             continue
         accounted.update(claim.allocated)
         if claim.extended:
             continue  # the pod's own nvidia.com/gpu request counts these
-        requests = charged[holders[0]]
+        requests = charged[min(holders)]
         for device_id in claim.allocated:
             resource = resources.get(device_id)
             if resource is not None:
@@ -262,6 +285,8 @@ def _held(
 
 def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
     """The class resource each reachable device counts as (its first class, by name)."""
+    if view.index.resources is not None:
+        return view.index.resources
     out: dict[DeviceId, str] = {}
     for name in sorted(view.world.classes):
         try:
@@ -270,6 +295,7 @@ def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
             continue  # a class whose own selectors fail: its devices count for no class
         for device_id in matching:
             out.setdefault(device_id, class_resource(view.world.classes[name]))
+    view.index.resources = out
     return out
 
 
@@ -307,13 +333,13 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     demands: dict[str, _Demand | str] = {}
     gangs: list[Gang] = []
     for gang in snapshot.gangs:
-        members = []
+        claimants = [p for p in gang.members if p.claims and p.gated]
+        if not claimants:
+            gangs.append(gang)
+            continue
         shared_by: dict[tuple[str, str], int] = defaultdict(int)
         counted: set[tuple[str, str]] = set()
-        for pod in gang.members:
-            if not pod.claims or not pod.gated:
-                members.append(pod)
-                continue
+        for pod in claimants:
             try:
                 demand = member_demand(view, pod, counted)
             except Unproven as err:
@@ -361,7 +387,7 @@ def _translated_pods(
         memo[pod.uid] = (pod, addition, translated)
         changed[pod.uid] = translated
     _memo.pods = memo
-    return tuple(changed.get(p.uid, p) for p in pods), changed
+    return tuple([changed.get(p.uid, p) for p in pods]), changed
 
 
 def _translated_gangs(gangs: Iterable[Gang], changed: Mapping[str, Pod]) -> list[Gang]:
@@ -370,16 +396,17 @@ def _translated_gangs(gangs: Iterable[Gang], changed: Mapping[str, Pod]) -> list
     last, memo = _memo.gangs, {}
     out = []
     for gang in gangs:
-        if not any(m.uid in changed for m in gang.members):
+        members = tuple([changed.get(m.uid, m) for m in gang.members])
+        if members == gang.members:  # compares by identity first: no member changed
             out.append(gang)
             continue
-        members = tuple(changed.get(m.uid, m) for m in gang.members)
-        cached = last.get(gang.key)
+        # By its first member's uid (a str, whose hash is kept): a pod is a member of one gang.
+        cached = last.get(members[0].uid)
         if cached is not None and cached[1].members == members and cached[0] == gang:
             translated = cached[1]
         else:
             translated = _with(gang, members=members)
-        memo[gang.key] = (gang, translated)
+        memo[members[0].uid] = (gang, translated)
         out.append(translated)
     _memo.gangs = memo
     return out

@@ -195,3 +195,13 @@ def test_a_translation_reuses_what_did_not_change_and_redoes_what_did() -> None:
     assert {p.name: p.priority for p in out.pods} == {"m0": 5, "m1": 0}
     assert [p.priority for p in out.gangs[0].members] == [5, 0]
     assert [p.requests[DRIVER] for p in out.pods] == [3, 3]
+
+
+def test_node_room_follows_a_change_of_devices_or_classes() -> None:
+    snap = snapshot(nodes=[node("a").build()], pods=[], gangs=[])
+    assert with_devices(snap, world(("a", 4))).nodes[0].allocatable[DRIVER] == 4
+    assert with_devices(snap, world(("a", 4))).nodes[0].allocatable[DRIVER] == 4
+    assert with_devices(snap, world(("a", 2))).nodes[0].allocatable[DRIVER] == 2
+    mapped = replace(world(("a", 2)), classes={DRIVER: replace(CLASS, extended_resource="example.com/gpu")})
+    room = with_devices(snap, mapped).nodes[0].allocatable
+    assert room.get("example.com/gpu") == 2 and DRIVER not in room
