@@ -116,6 +116,8 @@ class _DeviceIndex:
                 self.by_node[device.node].append(device)
         self.matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId]] = {}
         self.resources: dict[DeviceId, str] | None = None  # _resource_of_device, once asked
+        # node -> (device id, its class resource) of each device that counts as one
+        self.node_resources: dict[str, list[tuple[DeviceId, str]]] = {}
 
     @staticmethod
     def of(world: DraWorld) -> _DeviceIndex:
@@ -296,6 +298,9 @@ def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
         for device_id in matching:
             out.setdefault(device_id, class_resource(view.world.classes[name]))
     view.index.resources = out
+    view.index.node_resources = {
+        node: [(d.id, out[d.id]) for d in devices if d.id in out] for node, devices in view.by_node.items()
+    }
     return out
 
 
@@ -304,17 +309,14 @@ def _node_room(
     node: Node,
     narrow: Iterable[_Narrow],
     accounted: set[DeviceId],
-    resources: Mapping[DeviceId, str],
+    node_resources: Mapping[str, list[tuple[DeviceId, str]]],
 ) -> Node:
     totals: dict[str, int] = defaultdict(int)
-    for device in view.by_node.get(node.name, ()):
-        resource = resources.get(device.id)
-        if resource is None:
-            continue
+    for device_id, resource in node_resources.get(node.name, ()):
         # Served by the device plugin on this node: the scheduler does not map it onto DRA here.
         if resource in node.allocatable:
             continue
-        if device.id in view.allocated and device.id not in accounted:
+        if device_id in view.allocated and device_id not in accounted:
             continue  # allocated to a claim no live pod holds: not free, and nobody gives it back
         totals[resource] += 1
     for item in narrow:
@@ -354,7 +356,8 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     held, accounted = _held(view, snapshot.pods, resources)
     pods, changed = _translated_pods(snapshot.pods, demands, held)
     gangs = _translated_gangs(gangs, changed)
-    nodes = tuple(_node_room(view, n, narrow.values(), accounted, resources) for n in snapshot.nodes)
+    node_resources = view.index.node_resources  # filled by _resource_of_device
+    nodes = tuple(_node_room(view, n, narrow.values(), accounted, node_resources) for n in snapshot.nodes)
     # Counted once: a snapshot derived from this one (what-ifs) is not translated again.
     return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
 
