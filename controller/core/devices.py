@@ -17,6 +17,9 @@ its members to its node; one not yet allocated is counted once and holds the gan
 What cannot be proven -- an expression that fails, adminAccess, a claim shape not modelled, a
 claim or template not seen yet -- marks the member (``Pod.devices_unproven``): the gang waits and
 its PodGroup says why. Devices with taints or shared counters are never counted as room.
+
+A translation keeps the previous one's pods, gangs and device index (``_memo``) and reuses those
+whose inputs are unchanged: between passes most are, and rebuilding them was most of its cost.
 """
 
 from __future__ import annotations

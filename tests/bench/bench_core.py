@@ -21,7 +21,9 @@ from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 
    each node's 8 GPUs are devices of a node-local ResourceSlice (a DeviceClass with a CEL
    selector), every running GPU pod holds an allocated ResourceClaim of its devices, every pending
    member claims its GPUs from a ResourceClaimTemplate; the pass includes turning those into room
-   and demand (controller/core/devices.py).
+   and demand (controller/core/devices.py), which reuses the previous pass's translation where
+   nothing changed: the best run is a pass with nothing changed, the first one rebuilds everything
+   (both are reported as ratios to ``pass_10k``; target: at most 1.5 ×).
 1d. ``pass_10k_topology``: the same pass on the same nodes labelled in four levels (zone, block of
    100 nodes, rack of 20, NVLink domain ``nvidia.com/gpu.clique`` of 4), a third of the pending
    gangs requiring one rack (``required_topology``); target: at most 1.5 × ``pass_10k``.
