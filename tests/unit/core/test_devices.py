@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.core import messages as msg
+from controller.core.devices import with_devices
 from controller.core.dra import Claim, ClaimSpec, Device, DeviceClass, DeviceRequest, DraWorld, PodClaim
 from controller.core.model import Admit, Reason, Wait
 from controller.core.planner import plan
@@ -171,3 +172,36 @@ def test_preempting_a_gang_frees_the_devices_its_claims_hold() -> None:
     snap = snapshot(nodes=[node("a").build()], pods=[*running.members, *members], gangs=[running, g])
     decision = plan(replace(snap, devices=w)).for_gang(g.key)
     assert isinstance(decision, Preempt), decision
+
+
+def test_a_translation_reuses_what_did_not_change_and_redoes_what_did() -> None:
+    members, g = gang_of(2, "t")
+    snap = replace(
+        snapshot(nodes=[node("a").build()], pods=members, gangs=[g]), devices=world(("a", 4), t=spec(1))
+    )
+    first = with_devices(snap, snap.devices)
+    again = with_devices(snap, snap.devices)
+    assert again.pods == first.pods and all(a is b for a, b in zip(again.pods, first.pods, strict=True))
+    assert again.gangs[0] is first.gangs[0]
+    assert [p.requests[DRIVER] for p in first.gangs[0].members] == [1, 1]
+    # The template asks for more: the same pods get the new demand.
+    more = with_devices(snap, world(("a", 4), t=spec(3)))
+    assert [p.requests[DRIVER] for p in more.pods] == [3, 3]
+    assert [p.requests[DRIVER] for p in more.gangs[0].members] == [3, 3]
+    # A pod changed (a new record with the same uid): translated from the new record, in its gang too.
+    changed = replace(members[0], priority=5)
+    snap = replace(snap, pods=(changed, members[1]), gangs=(replace(g, members=(changed, members[1])),))
+    out = with_devices(snap, world(("a", 4), t=spec(3)))
+    assert {p.name: p.priority for p in out.pods} == {"m0": 5, "m1": 0}
+    assert [p.priority for p in out.gangs[0].members] == [5, 0]
+    assert [p.requests[DRIVER] for p in out.pods] == [3, 3]
+
+
+def test_node_room_follows_a_change_of_devices_or_classes() -> None:
+    snap = snapshot(nodes=[node("a").build()], pods=[], gangs=[])
+    assert with_devices(snap, world(("a", 4))).nodes[0].allocatable[DRIVER] == 4
+    assert with_devices(snap, world(("a", 4))).nodes[0].allocatable[DRIVER] == 4
+    assert with_devices(snap, world(("a", 2))).nodes[0].allocatable[DRIVER] == 2
+    mapped = replace(world(("a", 2)), classes={DRIVER: replace(CLASS, extended_resource="example.com/gpu")})
+    room = with_devices(snap, mapped).nodes[0].allocatable
+    assert room.get("example.com/gpu") == 2 and DRIVER not in room
