@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from controller.core import DEFAULT_LEVELS
 from tests import builders
 from tests.conftest import NodePool
 from tests.e2e.kube import apply, podgroup
@@ -300,6 +301,8 @@ def test_not_found_is_kubectl_s_exit_1_and_the_settings_come_from_the_controller
         "preemption-min-runtime-seconds": {"value": 120.0, "from": "env"},
         "starvation-age-seconds": {"value": 900.0, "from": "args"},
         "default-schedule-timeout-seconds": {"value": None, "from": "default"},
+        "topology-levels": {"value": ",".join(DEFAULT_LEVELS), "from": "default"},
+        "topologies": {"value": "", "from": "default"},
     }
     text = kubectl_phalanx(cluster, "top", "-n", ns, "--controller", f"{ns}/phalanx-controller").stdout
     assert f"Planner settings from Deployment {ns}/phalanx-controller: preemption false (args)" in text

@@ -91,9 +91,11 @@ def test_a_running_gang_that_falls_apart_is_reported_and_requeued_whole(
     def status() -> dict[str, Any]:
         return dict(podgroup(cluster, gang_namespace, "pair").get("status") or {})
 
-    degraded = eventually(
-        lambda: status() if status().get("reason") == "Degraded" else None, 20, what="Degraded"
-    )
+    def degraded_status() -> dict[str, Any] | None:
+        now = status()  # one read: the status may move on between two
+        return now if now.get("reason") == "Degraded" else None
+
+    degraded = eventually(degraded_status, 20, what="Degraded")
     assert degraded["message"].startswith("1 of 2 members running since ")
     condition = next(c for c in degraded["conditions"] if c["type"] == "Degraded")
     assert condition["status"] == "True"
