@@ -47,7 +47,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -355,6 +355,19 @@ def with_queues(gangs: list[Gang], queues: dict[str, Queue]) -> list[Gang]:
     return [replace(g, queue=teams[i % len(teams)]) for i, g in enumerate(gangs)]
 
 
+def decision_counts(result: object) -> dict[str, int]:
+    """How many gangs a plan admitted, and how many waited for each reason."""
+    return decision_counts_of(result.decisions)  # type: ignore[attr-defined]
+
+
+def decision_counts_of(decisions: Sequence[Any]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for d in decisions:
+        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def timed(fn: Callable[[], object], runs: int) -> tuple[list[float], object]:
     times = []
     result: object = None
@@ -396,10 +409,7 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
     snap = snapshot_of(nodes, pods, running + pending)
     times, result = timed(lambda: plan(snap, config), runs)
     decisions = result.decisions  # type: ignore[attr-defined]
-    by_reason: dict[str, int] = {}
-    for d in decisions:
-        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
-        by_reason[key] = by_reason.get(key, 0) + 1
+    by_reason = decision_counts_of(decisions)
     results["scenarios"]["pass_10k"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
 
     # 1b. the same pass with queues
@@ -407,19 +417,13 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
     queued = snapshot_of(nodes, pods, with_queues(running + pending, queues))
     queued = replace(queued, queues=queues)
     times, result = timed(lambda: plan(queued, config), runs)
-    by_reason = {}
-    for d in result.decisions:  # type: ignore[attr-defined]
-        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
-        by_reason[key] = by_reason.get(key, 0) + 1
+    by_reason = decision_counts(result)
     results["scenarios"]["pass_10k_queues"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
 
     # 1c. the same pass on DRA devices
     dra = as_dra(snap)
     times, result = timed(lambda: plan(dra, config), runs)
-    by_reason = {}
-    for d in result.decisions:  # type: ignore[attr-defined]
-        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
-        by_reason[key] = by_reason.get(key, 0) + 1
+    by_reason = decision_counts(result)
     # The first pass translates every claim-holding pod and gang; later ones reuse what did not change.
     base_best = min(results["scenarios"]["pass_10k"]["seconds"])
     results["scenarios"]["pass_10k_dra"] = {
@@ -432,10 +436,7 @@ def run(runs: int = 3, seed: int = 7) -> dict[str, Any]:
     # 1d. the same pass on four topology levels, a third of the pending gangs requiring one rack
     levelled = snapshot_of(with_four_levels(nodes), pods, running + with_required_racks(pending))
     times, result = timed(lambda: plan(levelled, config), runs)
-    by_reason = {}
-    for d in result.decisions:  # type: ignore[attr-defined]
-        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
-        by_reason[key] = by_reason.get(key, 0) + 1
+    by_reason = decision_counts(result)
     base_best = min(results["scenarios"]["pass_10k"]["seconds"])
     results["scenarios"]["pass_10k_topology"] = {
         "seconds": times,
@@ -525,10 +526,7 @@ def scaled_up_pass(runs: int, seed: int, config: PlannerConfig) -> dict[str, Any
     nodes, pods, running = build_cluster(rng, n_nodes=10_000, running_gpu_pods=60_000)
     snap = snapshot_of(nodes, pods, running + pending_gangs(rng, 10_000))
     times, result = timed(lambda: plan(snap, config), runs)
-    by_reason: dict[str, int] = {}
-    for d in result.decisions:  # type: ignore[attr-defined]
-        key = type(d).__name__ + ("" if type(d).__name__ == "Admit" else f"/{d.reason}")
-        by_reason[key] = by_reason.get(key, 0) + 1
+    by_reason = decision_counts(result)
     return {
         "seconds": times,
         "decisions": dict(sorted(by_reason.items())),
