@@ -15,6 +15,7 @@ from controller.core import (
     Device,
     DeviceClass,
     DeviceRequest,
+    GroupClaim,
     PodClaim,
 )
 from controller.core import (
@@ -23,6 +24,7 @@ from controller.core import (
 from shared.quantities import parse_fraction
 
 JsonObject = Mapping[str, Any]
+SCHEDULING_GROUP = "scheduling.k8s.io"  # a claim reserved for a native PodGroup names this group
 
 
 def _obj(value: object) -> Mapping[str, Any]:
@@ -189,10 +191,40 @@ def claim_record(raw: JsonObject) -> Claim:
             values = _list(_obj(field).get("values"))
             if _obj(field).get("key") == "metadata.name" and len(values) == 1:
                 node = str(values[0])
-    reserved = tuple(str(_obj(r).get("uid")) for r in _list(status.get("reservedFor")) if _obj(r).get("uid"))
+    consumers = [_obj(r) for r in _list(status.get("reservedFor"))]
+    reserved = tuple(str(r.get("uid")) for r in consumers if r.get("uid"))
+    groups = tuple(
+        str(r.get("name"))
+        for r in consumers
+        if r.get("resource") == "podgroups" and r.get("apiGroup") == SCHEDULING_GROUP and r.get("name")
+    )
     annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
     extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
-    return Claim(namespace, name, claim_spec(_obj(raw.get("spec"))), allocated, node, reserved, extended)
+    spec = claim_spec(_obj(raw.get("spec")))
+    return Claim(namespace, name, spec, allocated, node, reserved, extended, reserved_for_groups=groups)
+
+
+def group_claims(raw: JsonObject) -> tuple[GroupClaim, ...]:
+    """A native PodGroup's spec.resourceClaims, with the claims its status names (1.36+, where the
+    DRAWorkloadResourceClaims gate is on; the API server drops the field where it is off)."""
+    generated = {
+        str(_obj(s).get("name")): str(_obj(s).get("resourceClaimName"))
+        for s in _list(_obj(raw.get("status")).get("resourceClaimStatuses"))
+        if _obj(s).get("resourceClaimName")
+    }
+    out = []
+    for item in _list(_obj(raw.get("spec")).get("resourceClaims")):
+        entry = _obj(item)
+        name = str(entry.get("name") or "")
+        out.append(
+            GroupClaim(
+                name,
+                template=entry.get("resourceClaimTemplateName") or None,
+                claim=entry.get("resourceClaimName") or None,
+                generated=generated.get(name),
+            )
+        )
+    return tuple(out)
 
 
 def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:

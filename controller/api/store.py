@@ -28,7 +28,7 @@ from controller.api.records import (
     gang_key_of,
 )
 from controller.api.resources import PODGROUP_TYPES, ResourceType
-from controller.core import Claim, ClaimSpec, DeviceClass, DraWorld, GangKey, Node, Pod
+from controller.core import Claim, ClaimSpec, DeviceClass, DraWorld, GangKey, GroupClaim, Node, Pod
 from shared import constants, grouplink, native
 from shared.jsonread import JsonObject, metadata_of, name_of, namespace_of, obj, uid_of
 from shared.native import NativePodGroup
@@ -81,6 +81,8 @@ class Store:
     # DRA objects by kind (str(ResourceType)) and (namespace, name): what the planner counts as devices.
     dra: dict[str, dict[tuple[str, str], object]] = field(default_factory=dict)
     _dra_world: DraWorld | None = None
+    # (namespace, native PodGroup) -> its spec.resourceClaims (DRAWorkloadResourceClaims), if any.
+    group_claims: dict[tuple[str, str], tuple[GroupClaim, ...]] = field(default_factory=dict)
     # Queues and namespace default queues (fed by controller/api/queue_feed.py).
     queues: QueueRegistry = field(default_factory=QueueRegistry)
 
@@ -277,8 +279,19 @@ class Store:
     def dra_world(self) -> DraWorld | None:
         """The devices, classes and claims a pass plans with (None: no DRA in the cluster)."""
         if self._dra_world is None and any(self.dra.values()):
-            self._dra_world = _world(self.dra)
+            self._dra_world = _world(self.dra, self.group_claims)
         return self._dra_world
+
+    def _group_claims_of(self, key: tuple[str, str], claims: tuple[GroupClaim, ...]) -> None:
+        """Keep a native PodGroup's claims (only groups with any): they are part of the DRA world."""
+        if self.group_claims.get(key, ()) == claims:
+            return
+        if claims:
+            self.group_claims[key] = claims
+        else:
+            self.group_claims.pop(key, None)
+        self._dra_world = None
+        self._changed(None)
 
     def upsert_node(self, raw: JsonObject) -> None:
         node = records.node_record(raw)
@@ -401,18 +414,23 @@ class Store:
     # ---- native PodGroups (scheduling.k8s.io, 1.36+) ---------------------------------------------------
     def upsert_native_podgroup(self, raw: JsonObject) -> None:
         group = native.native_podgroup(raw)
+        self._group_claims_of(group.key, dra_records.group_claims(raw))
         if self.native_podgroups.get(group.key) != group:
             self.native_podgroups[group.key] = group
             self._changed(GangKey(group.namespace, grouplink.native_group_name(group.name)))
 
     def delete_native_podgroup(self, raw: JsonObject) -> None:
         # Its Phalanx PodGroup is garbage-collected with it (owned), and its pods too where owned.
+        self._group_claims_of((namespace_of(raw), name_of(raw)), ())
         if self.native_podgroups.pop((namespace_of(raw), name_of(raw)), None) is not None:
             self._changed(GangKey(namespace_of(raw), grouplink.native_group_name(name_of(raw))))
 
     def replace_native_podgroups(self, items: list[JsonObject]) -> None:
         old = set(self.native_podgroups)
         self.native_podgroups = {g.key: g for g in map(native.native_podgroup, items)}
+        claims = {(namespace_of(raw), name_of(raw)): dra_records.group_claims(raw) for raw in items}
+        for key in set(self.group_claims) | set(claims):
+            self._group_claims_of(key, claims.get(key, ()))
         for namespace, name in old | set(self.native_podgroups):
             self._changed(GangKey(namespace, grouplink.native_group_name(name)))
 
@@ -473,7 +491,10 @@ class StoreSink:
         self.replace = replace
 
 
-def _world(dra: Mapping[str, Mapping[tuple[str, str], object]]) -> DraWorld:
+def _world(
+    dra: Mapping[str, Mapping[tuple[str, str], object]],
+    group_claims: Mapping[tuple[str, str], tuple[GroupClaim, ...]],
+) -> DraWorld:
     """Only complete pools at their newest generation count (a driver replacing its slices)."""
     slices = [s for s in dra.get(str(resources.RESOURCE_SLICES), {}).values() if isinstance(s, SliceRecord)]
     newest: dict[tuple[str, str], int] = {}
@@ -493,7 +514,7 @@ def _world(dra: Mapping[str, Mapping[tuple[str, str], object]]) -> DraWorld:
         for k, t in dra.get(str(resources.RESOURCE_CLAIM_TEMPLATES), {}).items()
         if isinstance(t, ClaimSpec)
     }
-    return DraWorld(devices, classes, claims, templates)
+    return DraWorld(devices, classes, claims, templates, dict(group_claims))
 
 
 def sinks_for(store: Store, podgroup_types: Iterable[ResourceType]) -> dict[str, StoreSink]:

@@ -38,7 +38,8 @@ Modules, one job each:
 - ``timers``: bind, degraded and schedule timeouts -> RollBack | TimedOut | Recheck;
 - ``whatif``: what would change a gang's decision;
 - ``dra``: the DRA records (devices, DeviceClasses, claims); ``devices``: them as node room and
-  member demand before a pass; ``device_cel``: their CEL selectors;
+  member demand before a pass; ``device_cel``: their CEL selectors; ``group_claims``: a native
+  PodGroup's claims, shared by its members;
 - ``provisioning``: which gangs ask the cluster-autoscaler for nodes, and what their requests say.
 """
 
@@ -52,6 +53,7 @@ from controller.core.dra import (
     DeviceClass,
     DeviceRequest,
     DraWorld,
+    GroupClaim,
     PodClaim,
 )
 from controller.core.fit import pod_allows_node
@@ -132,6 +134,7 @@ __all__ = [
     "GangKey",
     "GangProvisioning",
     "GangTopology",
+    "GroupClaim",
     "InvalidRequests",
     "NewRequest",
     "Node",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from controller.core import messages as msg
 from controller.core.device_cel import SelectorError, Selectors
 from controller.core.dra import Claim, ClaimSpec, Device, DeviceClass, DeviceId, DeviceRequest, DraWorld
+from controller.core.group_claims import as_shared, group_holders
 from controller.core.model import NODE_NAME_FIELD, Gang, Node, Pod, Requirement, Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -238,7 +239,10 @@ def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]]) -> 
     """What a gated member's claims ask for (a named claim in ``counted`` is already counted for
     another member of the gang). Raises Unproven."""
     demand = _Demand()
-    for pod_claim in pod.claims:
+    for entry in pod.claims:
+        pod_claim = as_shared(view.world, pod, entry)  # a PodGroup's claim: one, shared by name
+        if pod_claim is None:
+            raise Unproven(msg.device_group_claim_not_made(str(pod.scheduling_group), entry.name))
         if pod_claim.claim is not None:
             claim = view.world.claims.get((pod.namespace, pod_claim.claim))
             if claim is None:
@@ -264,17 +268,21 @@ def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]]) -> 
 
 
 def _held(
-    view: DeviceView, pods: Iterable[Pod], resources: Mapping[DeviceId, str]
+    view: DeviceView, pods: Sequence[Pod], resources: Mapping[DeviceId, str]
 ) -> tuple[dict[str, dict[str, int]], set[DeviceId]]:
     """What each pod holding devices requests of them (by uid), and the devices so accounted.
-    A claim several pods reserve is charged to the first of them."""
+    A claim several pods reserve (or their PodGroup) is charged to the first of them."""
     live = {p.uid for p in pods if p.holds_capacity}
+    by_group: Mapping[tuple[str, str], list[str]] | None = None
     charged: dict[str, dict[str, int]] = defaultdict(dict)
     accounted: set[DeviceId] = set()
     for claim in view.world.claims.values():
         if not claim.allocated:
             continue
         holders = [uid for uid in claim.reserved_for if uid in live]
+        if claim.reserved_for_groups:
+            by_group = group_holders(pods) if by_group is None else by_group
+            holders += [u for g in claim.reserved_for_groups for u in by_group.get((claim.namespace, g), ())]
         if not holders:
             continue
         accounted.update(claim.allocated)

@@ -70,6 +70,8 @@ class Claim:
     reserved_for: tuple[str, ...] = ()  # pod uids
     # Made by the scheduler for a pod's extended-resource request (the pod's own requests count it).
     extended: bool = False
+    # Native PodGroups it is reserved for (a PodGroup-level claim): their pods hold it.
+    reserved_for_groups: tuple[str, ...] = ()
 
     @property
     def is_allocated(self) -> bool:
@@ -87,11 +89,24 @@ class PodClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupClaim:
+    """One entry of a native PodGroup's spec.resourceClaims (DRAWorkloadResourceClaims): one claim
+    for the whole group, which a member uses by naming it alike in its own spec.resourceClaims."""
+
+    name: str
+    template: str | None = None
+    claim: str | None = None
+    generated: str | None = None  # the claim made from the template (the PodGroup's status)
+
+
+@dataclass(frozen=True, slots=True)
 class DraWorld:
     devices: tuple[Device, ...] = ()
     classes: Mapping[str, DeviceClass] = field(default_factory=dict)
     claims: Mapping[tuple[str, str], Claim] = field(default_factory=dict)
     templates: Mapping[tuple[str, str], ClaimSpec] = field(default_factory=dict)
+    # (namespace, native PodGroup) -> its spec.resourceClaims, for the groups that have any.
+    group_claims: Mapping[tuple[str, str], tuple[GroupClaim, ...]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

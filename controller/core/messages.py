@@ -733,6 +733,10 @@ def device_template_missing(name: str) -> str:
     return f"ResourceClaimTemplate {name} does not exist yet"
 
 
+def device_group_claim_not_made(group: str, claim: str) -> str:
+    return f"the ResourceClaim of PodGroup {group}'s claim {claim} is not made yet"
+
+
 def device_claim_not_node_local(name: str) -> str:
     return f"ResourceClaim {name} is allocated to devices no single node holds"
 
