@@ -18,7 +18,20 @@ from typing import Any
 from controller.api import records
 from controller.cli.cluster import ClusterState
 from controller.cli.render import table
-from controller.core import Admit, Gang, GangKey, Pod, Preempt, Reason, Reject, Snapshot, Wait, plan, without
+from controller.core import (
+    Admit,
+    DraWorld,
+    Gang,
+    GangKey,
+    Pod,
+    Preempt,
+    Reason,
+    Reject,
+    Snapshot,
+    Wait,
+    plan,
+    without,
+)
 from controller.pipeline import gangs
 from controller.pipeline.podgroups import declared_size, waiting_message
 from shared import constants
@@ -259,7 +272,22 @@ def _empty_cluster(state: ClusterState, gang: Gang) -> Snapshot:
         gangs=(gang,),
         now=state.now,
         opted_in_namespaces=frozenset({gang.key.namespace}),
+        devices=_devices_freed(state.snapshot.devices, {pod.uid for pod in permanent}),
     )
+
+
+def _devices_freed(world: DraWorld | None, kept: set[str]) -> DraWorld | None:
+    """The DRA devices with every claim's allocation dropped but those of pods that stay: the claims
+    themselves stay (a gang may name one)."""
+    if world is None:
+        return None
+    claims = {
+        key: claim
+        if kept.intersection(claim.reserved_for)
+        else replace(claim, allocated=(), allocated_node=None, reserved_for=())
+        for key, claim in world.claims.items()
+    }
+    return replace(world, claims=claims)
 
 
 def _as_now(state: ClusterState, gang: Gang, own: set[str]) -> Snapshot:

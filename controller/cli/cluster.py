@@ -18,6 +18,7 @@ from controller.api.kube import ApiError, Kube
 from controller.api.resources import PODGROUPS, PODS, ResourceType
 from controller.api.store import Store
 from controller.cli import planner_settings
+from controller.cli.gpu_counts import GpuCounts, gpu_counts
 from controller.core import GangKey, PlannerConfig, Snapshot
 from controller.pipeline import gangs
 from controller.pipeline.gangs import GangView
@@ -56,6 +57,14 @@ class ClusterState:
     # str(ResourceType) of what the user may not list cluster-wide (then read in one namespace, or
     # not at all): set by the plugin after reading.
     unreadable: set[str] = field(default_factory=set)
+    _gpu_counts: GpuCounts | None = None
+
+    @property
+    def gpus(self) -> GpuCounts:
+        """GPUs and DRA devices as the planner counts them (computed once)."""
+        if self._gpu_counts is None:
+            self._gpu_counts = gpu_counts(self.snapshot, self.config.gpu_resource)
+        return self._gpu_counts
 
 
 async def _settings(kube: Kube, namespace: str, name: str) -> planner_settings.SettingsUsed:

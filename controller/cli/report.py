@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from controller.cli.cluster import ClusterState
+from controller.cli.gpu_counts import GpuCounts
 from controller.cli.planner_settings import SettingsUsed
 from controller.cli.render import duration, table
 from controller.core import (
@@ -30,7 +31,6 @@ from controller.core import (
     is_live,
 )
 from controller.pipeline import status
-from controller.pipeline.gangs import GangView
 from shared.podgroup import ConditionType, Phase, PodGroupStatus
 from shared.quantities import format_amount
 
@@ -52,13 +52,9 @@ def decision_data(decision: Decision | None) -> dict[str, Any]:
     return data
 
 
-def _gpus(pod: Pod, resource: str) -> int:
-    return pod.requests.get(resource, 0)
-
-
-def gpus_held(view: GangView, resource: str) -> int:
-    """GPUs of the gang's members that sit on a node now."""
-    return sum(_gpus(pod, resource) for pod in view.members if pod.node_name and is_live(pod))
+def gpus_held(members: Iterable[Pod], counts: GpuCounts) -> int:
+    """GPUs (or the devices counted as GPUs) of the gang's members that sit on a node now."""
+    return sum(counts.gpus(pod) for pod in members if pod.node_name and is_live(pod))
 
 
 def _member_state(pod: Pod) -> str:
@@ -122,19 +118,24 @@ def _fix_data(fix: FreeOnNode | AddNodes | Remove, resource: str) -> dict[str, A
 
 
 def _member_rows(
-    pods: Iterable[Pod], resource: str, admitted: Callable[[Pod], bool | None]
+    pods: Iterable[Pod], counts: GpuCounts, admitted: Callable[[Pod], bool | None]
 ) -> list[dict[str, Any]]:
-    """One row per member, by name: the same shape whether planned or read from the status."""
-    return [
-        {
+    """One row per member, by name: the same shape whether planned or read from the status. Its GPUs
+    are keyed by the resource counted as GPUs; on a cluster with DeviceClasses, ``devices`` adds
+    what it claims (or holds) of the other classes."""
+    rows = []
+    for pod in sorted(pods, key=lambda pod: pod.name):
+        row: dict[str, Any] = {
             "name": pod.name,
             "state": _member_state(pod),
             "node": pod.node_name,
-            resource: _gpus(pod, resource),
+            counts.resource: counts.gpus(pod),
             "admitted": admitted(pod),
         }
-        for pod in sorted(pods, key=lambda pod: pod.name)
-    ]
+        if counts.device_resources:
+            row["devices"] = counts.devices(pod)
+        rows.append(row)
+    return rows
 
 
 def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
@@ -142,8 +143,8 @@ def explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     explanation: Explanation = explain(state.snapshot, key, state.config)
     gang = explanation.gang
     podgroup = view.podgroup
-    resource = state.config.gpu_resource
-    members = _member_rows(view.members, resource, lambda pod: pod.uid in gang.admitted)
+    resource = state.gpus.resource
+    members = _member_rows(view.members, state.gpus, lambda pod: pod.uid in gang.admitted)
     notes = []
     if key in state.synthesized:
         notes.append("its PodGroup does not exist yet: shown as the controller would create it")
@@ -224,8 +225,7 @@ def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     (order, partial placement, fixes) are empty."""
     record = state.store.podgroup(key)
     status = record.status if record is not None else {}
-    resource = state.config.gpu_resource
-    members = _member_rows(state.store.members(key), resource, lambda pod: None)
+    members = _member_rows(state.store.members(key), state.gpus, lambda pod: None)
     return {
         "gang": str(key),
         "source": PODGROUP_STATUS,
@@ -383,14 +383,26 @@ def _member_lines(members: list[dict[str, Any]]) -> list[str]:
     summary = ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
     lines = [f"Members:    {len(members)}" + (f" ({summary})" if summary else "")]
     columns = [("name", "NAME"), ("state", "STATE"), ("node", "NODE")]
-    # The GPU column is keyed by the resource name (nvidia.com/gpu): the only key with a slash.
-    gpu_key = next((key for key in members[0] if "/" in key), None) if members else None
+    # The GPU column is keyed by the resource counted as GPUs (nvidia.com/gpu, or a DeviceClass).
+    gpu_key = next((key for key in members[0] if key not in MEMBER_FIELDS), None) if members else None
     if gpu_key:
         columns.append((gpu_key, "GPUS"))
-    lines.extend("  " + line for line in table(members[:MEMBERS_SHOWN], columns).splitlines())
+    shown = [{**m, "devices": _devices_text(m.get("devices"))} for m in members[:MEMBERS_SHOWN]]
+    if any(row["devices"] for row in shown):
+        columns.append(("devices", "DEVICES"))
+    lines.extend("  " + line for line in table(shown, columns).splitlines())
     if len(members) > MEMBERS_SHOWN:
         lines.append(f"  … (+{len(members) - MEMBERS_SHOWN} more; -o yaml lists all)")
     return lines
+
+
+# Every key of a member row but its GPUs (keyed by the resource's name).
+MEMBER_FIELDS = frozenset({"name", "state", "node", "admitted", "devices"})
+
+
+def _devices_text(devices: Mapping[str, int] | None) -> str:
+    """``gpu.example.com 2, nic.example.com 1``: a member's devices of other classes."""
+    return ", ".join(f"{name} {count}" for name, count in (devices or {}).items())
 
 
 def _decision_lines(data: dict[str, Any]) -> list[str]:
@@ -459,9 +471,7 @@ def status_top_data(state: ClusterState, namespace: str) -> dict[str, list[dict[
                 "state": record.status.get("phase"),
                 "reason": record.status.get("reason"),
                 "waitingSeconds": None,
-                "gpusHeld": sum(
-                    _gpus(pod, state.config.gpu_resource) for pod in members if pod.node_name and is_live(pod)
-                ),
+                "gpusHeld": gpus_held(members, state.gpus),
                 "message": record.status.get("message"),
             }
         )
@@ -469,7 +479,7 @@ def status_top_data(state: ClusterState, namespace: str) -> dict[str, list[dict[
         {
             "name": name,
             "parent": queue.parent,
-            "gpuQuota": own.quota if (own := queue.resources.get(state.config.gpu_resource)) else 0,
+            "gpuQuota": own.quota if (own := queue.resources.get(state.gpus.resource)) else 0,
             "gpuLimit": own.limit if own else None,
             "gpuAllocated": None,
             "gpuRequested": None,
@@ -498,14 +508,14 @@ def _gang_row(state: ClusterState, position: int, gang: Gang, decision: Decision
         "state": wanted.phase and wanted.phase.value,
         "reason": wanted.reason,
         "waitingSeconds": None if admitted else round(state.now - gang.wait_start),
-        "gpusHeld": gpus_held(view, state.config.gpu_resource),
+        "gpusHeld": gpus_held(view.members, state.gpus),
         "message": wanted.message,
     }
 
 
 def _queue_rows(state: ClusterState, the_plan: Plan) -> list[dict[str, Any]]:
     """Every queue's GPU quota and limit, and what the pass allocated and found requested."""
-    resource = state.config.gpu_resource
+    resource = state.gpus.resource
     rows = []
     for name in sorted(state.snapshot.queues):
         queue = state.snapshot.queues[name]

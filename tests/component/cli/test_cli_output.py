@@ -21,7 +21,13 @@ from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_NOT_FOUND, EXI
 from controller.cli.cluster import STATEFULSETS
 from controller.cli.connection import Access, Chosen, list_or_narrow
 from shared import constants as c
-from tests.component.cli.scenario import eight_on_five_free, plain_job, with_a_queue
+from tests.component.cli.scenario import (
+    dra_gang_short,
+    dra_workloads_to_audit,
+    eight_on_five_free,
+    plain_job,
+    with_a_queue,
+)
 from tests.component.controller.fake_kube import FakeKube
 from tests.component.controller.harness import NS, T0, namespace, pod
 
@@ -149,6 +155,10 @@ KUBECONFIG = {
         (with_a_queue, ["top", "-A"], EXIT_OK, "top-with-queue"),
         (eight_on_five_free, ["top", "-n", NS, "-o", "yaml"], EXIT_OK, "top-yaml"),
         (with_workloads_to_audit, ["audit", "-n", "plain"], EXIT_FINDINGS, "audit"),
+        # GPUs that are only DRA devices: counted in the members' GPU column, in top, in the audit.
+        (dra_gang_short, ["explain", "job/big", "-n", NS], EXIT_OK, "explain-dra-waiting"),
+        (dra_gang_short, ["top", "-n", NS], EXIT_OK, "top-dra"),
+        (dra_workloads_to_audit, ["audit", "-n", "plain"], EXIT_FINDINGS, "audit-dra"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )

@@ -11,8 +11,15 @@ from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES
 from controller.core.model import GangKey
 from shared import constants as c
 from tests import builders
-from tests.component.cli.scenario import eight_on_five_free, plain_job, state_of, with_a_queue
-from tests.component.controller.harness import NS, gang, namespace, pod
+from tests.component.cli.scenario import (
+    DRA_CLASS,
+    dra_gang_short,
+    eight_on_five_free,
+    plain_job,
+    state_of,
+    with_a_queue,
+)
+from tests.component.controller.harness import NS, gang, namespace, node, pod
 
 
 async def test_explain_rebuilds_the_controllers_gang_and_names_what_would_start_it() -> None:
@@ -265,3 +272,22 @@ async def test_audit_counts_every_pod_a_jobset_makes_and_explain_finds_it_throug
     )
     state = await state_of(kube)
     assert targets.resolve(state, NS, "jobset/js") == [GangKey(NS, "js")]
+
+
+async def test_devices_of_a_class_beside_the_gpu_resource_are_shown_apart() -> None:
+    """A cluster whose nodes list nvidia.com/gpu and which also has a DeviceClass: the GPU column
+    stays nvidia.com/gpu, and a member's claimed devices are listed beside it."""
+    kube = dra_gang_short()
+    kube.seed(r.NODES, node("gpu-0", gpus=8))
+    state = await state_of(kube)
+    assert state.gpus.resource == c.GPU_RESOURCE and state.gpus.device_resources == (DRA_CLASS,)
+    data = report.explain_data(state, GangKey(NS, "big"))
+    assert [(m["name"], m[c.GPU_RESOURCE], m["devices"]) for m in data["members"]] == [
+        (f"big-{i}", 0, {DRA_CLASS: 3}) for i in range(3)
+    ]
+    lines = report.explain_text(data).splitlines()
+    header = next(line for line in lines if "NAME" in line and "STATE" in line)
+    assert header.split() == ["NAME", "STATE", "NODE", "GPUS", "DEVICES"]
+    assert any(line.split()[-2:] == [DRA_CLASS, "3"] for line in lines if "big-0" in line)
+    top = report.top_data(state, NS)["gangs"]
+    assert [(g["name"], g["gpusHeld"]) for g in top] == [("small", 0), ("big", 0)]
