@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from controller.core.dra import DraWorld, PodClaim
+from shared.constants import GPU_RESOURCE
 
 # name -> exact integer amount (milli-CPU, bytes, counts); see shared.quantities.
 Resources: TypeAlias = Mapping[str, int]
@@ -390,6 +391,9 @@ class Preempt:
     # The cost: GPUs the victims lose, and GPUs the preemptor's placed members get.
     gpus_evicted: int = 0
     gpus_gained: int = 0
+    # What those count: the GPU resource, or on a cluster whose GPUs are DRA devices, their class.
+    gpu_resource: str = GPU_RESOURCE
+    gpu_seconds: float = 0.0  # the victims' GPUs times how long each pod has run: the work lost
 
 
 @dataclass(frozen=True, slots=True)

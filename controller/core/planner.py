@@ -890,6 +890,7 @@ class PlanningPass:
         )
         evicted = sum(v.gpus for v in out_victims)
         gained = sum(p.requests.get(gpu, 0) for p in pods)
+        lost = self._gpu_seconds({uid for v in out_victims for uid in v.pods}, gpu)
         cost = msg.preemption_cost(evicted, gained, gpu)
         used_nodes = sorted({names[i] for i in nodes.values()})
         limit = self.config.message_nodes
@@ -902,11 +903,29 @@ class PlanningPass:
             from_queues = sorted({q for _, c in merged if (q := book.leaf(c[0].queue)) is not None})
             text = msg.reclaiming(self._parts(items), labelled, used_nodes, limit)
             return Preempt(
-                gang.key, out_victims, placement, f"{text}; {cost}", tuple(from_queues), evicted, gained
+                gang.key,
+                out_victims,
+                placement,
+                f"{text}; {cost}",
+                tuple(from_queues),
+                evicted,
+                gained,
+                gpu,
+                lost,
             )
         described = [(label, c[0].priority, sum(len(x.uids) for x in c)) for (_, label), c in merged]
         text = msg.preempting(self._parts(items), described, used_nodes, limit)
-        return Preempt(gang.key, out_victims, placement, f"{text}; {cost}", (), evicted, gained)
+        return Preempt(gang.key, out_victims, placement, f"{text}; {cost}", (), evicted, gained, gpu, lost)
+
+    def _gpu_seconds(self, victims: set[str], gpu: str) -> float:
+        """The GPUs (DRA devices included: the pods are translated) of the victims' pods, each times
+        how long it has run."""
+        now = self.state.now
+        return sum(
+            p.requests.get(gpu, 0) * max(0.0, now - (p.started if p.started is not None else now))
+            for p in self.state.snapshot.pods
+            if p.uid in victims
+        )
 
     def _take_victims(self, victims: list[Candidate]) -> list[tuple[tuple[str, str], list[Candidate]]]:
         """Mark the victims taken for the rest of the pass, give their queues' usage back, and

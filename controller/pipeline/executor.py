@@ -274,7 +274,7 @@ class Executor:
         await self._check_evictions(view, victim_pods, summary)
         now = self.clock()
         key = view.podgroup.key
-        gpu = constants.GPU_RESOURCE
+        gpu = decision.gpu_resource  # nvidia.com/gpu, or the DeviceClass whose devices are the GPUs
         cost = msg.preemption_cost(decision.gpus_evicted, decision.gpus_gained, gpu)
         single: set[str] = set()  # pods of victims that lose only those pods
         for victim in decision.victims:
@@ -291,10 +291,7 @@ class Executor:
                     lost(str(key), view.gang.priority, len(victim.pods), victim.gpus, gpu, cost),
                     warning=True,
                 )
-        for pod in victim_pods:
-            self.metrics.preempted_gpu_seconds.inc(
-                pod.requests.get(constants.GPU_RESOURCE, 0) * max(0.0, now - (pod.started or now))
-            )
+        self.metrics.preempted_gpu_seconds.inc(decision.gpu_seconds)
         self.metrics.preemptions.inc(len(decision.victims))
         self.metrics.preemption_gpus_evicted.inc(decision.gpus_evicted)
         self.metrics.preemption_gpus_gained.inc(decision.gpus_gained)

@@ -109,18 +109,18 @@ class ControllerMetrics:
         )
         self.preempted_gpu_seconds = Counter(
             "phalanx_gang_preempted_gpu_seconds_total",
-            "GPU-seconds of work lost to preemption",
+            "GPU-seconds of work lost to preemption (DRA devices counted as GPUs included)",
             registry=registry,
         )
         # A preemption's cost: GPUs evicted per GPU gained is the ratio of the two.
         self.preemption_gpus_evicted = Counter(
             "phalanx_gang_preemption_gpus_evicted_total",
-            "GPUs that preemption victims held when evicted",
+            "GPUs (or DRA devices counted as GPUs) that preemption victims held when evicted",
             registry=registry,
         )
         self.preemption_gpus_gained = Counter(
             "phalanx_gang_preemption_gpus_gained_total",
-            "GPUs the preempting gangs were given by those preemptions",
+            "GPUs (or DRA devices counted as GPUs) the preempting gangs were given by those preemptions",
             registry=registry,
         )
         self.status_writes = Counter(
