@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.core import Pod, Snapshot
-from controller.core.devices import class_resource, gpu_resource_of, with_devices
+from controller.core import Pod, Snapshot, class_resource, gpu_resource_of, with_devices
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ Modules, one job each:
 
 from controller.core import messages
 from controller.core.config import DEFAULT_LEVELS, DEFAULT_TOPOLOGY, PlannerConfig
+from controller.core.devices import class_resource, gpu_resource_of, with_devices
 from controller.core.dra import (
     AttributeValue,
     Claim,
@@ -173,15 +174,18 @@ __all__ = [
     "Victim",
     "Wait",
     "autoscaler_note",
+    "class_resource",
     "decide_provisioning",
     "decide_timers",
     "effective_requests",
     "explain",
+    "gpu_resource_of",
     "held_in",
     "invalid_spec",
     "is_live",
     "messages",
     "plan",
     "pod_allows_node",
+    "with_devices",
     "without",
 ]
