@@ -15,6 +15,7 @@ from tests import builders
 from tests.conftest import _namespace
 from tests.e2e.kube import apply, bound, gated, held_through_a_pass, podgroup, pods
 from tests.e2e.side_cluster import side_cluster
+from tests.e2e.test_kubectl_phalanx import as_json
 from tests.e2e.waiting import eventually
 from tests.localcluster import LocalCluster
 from tests.localcluster.cluster import ClusterConfig
@@ -184,6 +185,10 @@ def test_a_gang_one_device_short_holds_every_member_then_starts_whole(
         ),
         what="every member of the short gang gated, none bound",
     )
+    # kubectl phalanx counts each member's claimed devices as its GPUs (the one DeviceClass here).
+    [explained] = as_json(cluster, "explain", "job/short", "-n", ns)["gangs"]
+    assert [m.get(DRA_DEVICE_CLASS) for m in explained["members"]] == [3, 3, 3], explained["members"]
+    assert DRA_DEVICE_CLASS in explained["decision"]["message"], explained["decision"]
     pool.add(1, gpus=4)
     eventually(lambda: n_bound(cluster, ns, "short") == 3, 60, what="the gang bound whole")
     every_member_on_its_devices(cluster, ns, "short")
