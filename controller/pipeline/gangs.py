@@ -307,7 +307,11 @@ def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: floa
     if gang.admitted_at is None:
         return None
     running = sum(1 for p in gang.members if p.bound and not p.finished and not p.terminating)
-    finished = sum(1 for p in gang.members if p.finished)
+    # A failed member that its workload replaces (it has a controlling owner) is lost, not over: the
+    # gang runs degraded until the replacement comes, rather than flipping to Failed and back.
+    finished = sum(
+        1 for p in gang.members if p.phase == "Succeeded" or (p.phase == "Failed" and p.owner is None)
+    )
     if running == 0 or running + finished >= min(gang.min_member, recorded or gang.min_member):
         return None
     if any(p.uid in gang.admitted and is_live(p) and not p.bound for p in gang.members):
