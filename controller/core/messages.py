@@ -233,6 +233,13 @@ def topology_key_twice(levels: str) -> str:
     return f"{levels!r}: a node label key appears twice"
 
 
+def slice_size_not_a_number() -> str:
+    return (
+        "the slice size (phalanx.io/topology-slice-size, kueue.x-k8s.io/podset-slice-size) "
+        "is not a whole number"
+    )
+
+
 def slice_incomplete() -> str:
     return (
         "a slice needs both a level (phalanx.io/topology-slice-required) and a size "

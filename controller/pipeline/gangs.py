@@ -7,6 +7,7 @@ webhook inferred from the workload, then the configured default.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +23,8 @@ from shared.grouplink import opted_in
 from shared.jsonread import whole_number
 from shared.podgroup import ADMITTED_PHASES, ConditionType, Phase
 from shared.quantities import QuantityError, parse_resources
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +202,12 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
             conflict.second_from,
         )
         return None, GangTopology(conflict=text)
-    size = ask.slice_size
+    size = whole_number(ask.slice_size) if ask.slice_size else 0
     return ask.required, GangTopology(
         name=ask.name,
         preferred=ask.preferred,
         slice_key=ask.slice_key,
-        slice_size=int(size) if size and size.isdigit() else (-1 if size else 0),
+        slice_size=size if size is not None and size >= 0 else -1,  # -1: not a number (InvalidSpec)
     )
 
 
@@ -448,11 +451,14 @@ def snapshot(
         if skip_settled and settled(record, members, store):
             continue
         if key.namespace in store.opted_in or any(p.gated or opted_in(p.labels) for p in members):
-            if cache is None:
-                views[key] = view(record, store, now, budgeted)
-            else:
-                tables = tables if tables is not None else cache.tables(store)
-                views[key] = cache.view(record, members, store, now, budgeted, tables)
+            try:
+                if cache is None:
+                    views[key] = view(record, store, now, budgeted)
+                else:
+                    tables = tables if tables is not None else cache.tables(store)
+                    views[key] = cache.view(record, members, store, now, budgeted, tables)
+            except Exception:  # one gang's unforeseen input must not stop every gang's pass
+                log.exception("gang left out of the pass", extra={"gang": str(key)})
     if cache is not None:
         cache.keep_only(views)
     pods = (budgeted.get(uid, pod) for uid, pod in store.pods.items())
