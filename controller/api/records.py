@@ -183,15 +183,22 @@ def _preemptible(labels: Mapping[str, str], annotations: Mapping[str, str]) -> b
     )
 
 
+CONSUME_ANNOTATIONS = frozenset(
+    (constants.CONSUME_PROVISIONING_REQUEST_ANNOTATION, constants.PROVISIONING_CLASS_ANNOTATION)
+)
+
+
 def _kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """Phalanx's own annotations, the group links and Kueue's topology requests: all a planning
-    pass reads (memory)."""
+    """Phalanx's own annotations, the group links, Kueue's topology requests and the autoscaler's
+    consume annotations (the lifting patch must not change a pod's own): all the controller reads
+    (memory)."""
     return {
         k: v
         for k, v in annotations.items()
         if k.startswith(constants.DOMAIN)
         or k in constants.GROUP_LINK_ANNOTATIONS
         or k in KUEUE_TOPOLOGY_ANNOTATIONS
+        or k in CONSUME_ANNOTATIONS
     }
 
 

@@ -209,3 +209,25 @@ async def test_a_squatted_template_name_stops_that_gang_s_request_only() -> None
     assert [n for n in names if n.startswith("other")] and not [n for n in names if n.startswith("g-")], names
     squatted = h2.kube.obj(r.POD_TEMPLATES, NS, template)
     assert squatted is not None and "template" not in squatted  # not taken for Phalanx's, not changed
+
+
+async def test_a_member_that_consumes_its_own_request_keeps_it_and_starts_with_the_rest() -> None:
+    """The admission policy refuses a lifting patch that changes an annotation the pod carries:
+    a member whose workload names its own ProvisioningRequest must not be left gated."""
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    own = {c.CONSUME_PROVISIONING_REQUEST_ANNOTATION: "theirs"}
+    h.kube.seed(r.PODS, *gang(1, gpus=4, annotations=own), *gang(3, gpus=4)[1:])
+    await h.step()
+    await answer(h, Accepted=("True", "Accepted"), Provisioned=("True", "CapacityIsProvisioned"))
+    h.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))
+    h.clock.advance(3)
+    mark = h.mark()
+    await h.step()
+
+    assert all(not gates_of(h.pod(f"g-{i}")) for i in range(3))
+    annotations = h.pod("g-0")["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations[c.CONSUME_PROVISIONING_REQUEST_ANNOTATION] == "theirs"
+    assert c.PROVISIONING_CLASS_ANNOTATION not in annotations
+    [patch] = [w for w in h.writes_since(mark) if w.name == "g-0" and w.verb == "patch"]
+    assert "metadata" not in patch.body, patch.body
