@@ -104,7 +104,8 @@ class Reconciler:
         self.podgroups = PodGroupFactory(kube, store)
         self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
-        self.views = gangs.ViewCache()  # gang views reused while their records stay the same
+        # Gang views reused while their records stay the same (None: every pass builds all again).
+        self.views: gangs.ViewCache | None = gangs.ViewCache()
         self._statuses: dict[GangKey, _Written] = {}  # each gang's status as the last pass saw it
         self.bypass = GateBypassDetector(events, metrics)
         store.subscribe(self.on_change)
@@ -388,7 +389,8 @@ class Reconciler:
             decision = decisions.get(key)
             note = notes.get(key)
             last = self._statuses.get(key)
-            if last is not None and last.view is view and last.decision == decision and last.note == note:
+            reuse = last is not None and self.views is not None and last.view is view
+            if last is not None and reuse and last.decision == decision and last.note == note:
                 wanted, stale = last.wanted, last.stale  # same records, same decision: same status
             else:
                 wanted = status.desired(view, decision, now, note)
