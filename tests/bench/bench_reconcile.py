@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from controller.api import resources as r
 from controller.core import GangKey
 from tests.bench.bench_core import ROOT
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+@pytest.mark.bench
 def test_bench_reconcile() -> None:
     assert main(["--sizes", "20"]) == 0
 
