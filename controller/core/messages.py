@@ -801,6 +801,10 @@ def provisioning_condition(reason: str, message: str) -> str:
     return ": ".join(part for part in (reason, message.rstrip(".")) if part)
 
 
+def not_the_gangs(kind: str, namespace: str, name: str) -> str:
+    return f"{kind} {namespace}/{name} exists and is not controlled by the gang's PodGroup"
+
+
 def provisioning_requested(name: str, class_name: str) -> str:
     return (
         f"asked the cluster-autoscaler for the whole gang's nodes (ProvisioningRequest {name}, {class_name})"

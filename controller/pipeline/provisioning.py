@@ -283,8 +283,7 @@ class Provisioner:
             name = str(body["metadata"]["name"])
             found = await self.kube.get(rt, namespace, name)
             if controller_uid(found) != controller_uid(body):
-                theirs = f"{rt.kind} {namespace}/{name} is not this gang's"
-                raise ApiError(409, "AlreadyExists", theirs) from err
+                raise ApiError(409, "AlreadyExists", msg.not_the_gangs(rt.kind, namespace, name)) from err
             return False
         return True
 
