@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.api.node_selectors import selector_terms
 from controller.core import (
     AttributeValue,
     Claim,
@@ -15,6 +16,7 @@ from controller.core import (
     Device,
     DeviceClass,
     DeviceRequest,
+    NodeReach,
     PodClaim,
 )
 from controller.core import (
@@ -63,16 +65,31 @@ def _qualified(name: str, driver: str) -> str:
     return name if "/" in name else f"{driver}/{name}"
 
 
+def _node_selection(raw: Mapping[str, Any]) -> tuple[str | None, NodeReach | None]:
+    """Where a slice's (or, with ``perDeviceNodeSelection``, a device's) devices are reachable
+    from: one node, or the nodes of a NodeReach; neither (a selection not known) reaches none."""
+    if raw.get("nodeName"):
+        return str(raw["nodeName"]), None
+    if raw.get("allNodes"):
+        return None, NodeReach(all_nodes=True)
+    if isinstance(raw.get("nodeSelector"), Mapping):
+        return None, NodeReach(terms=selector_terms(raw["nodeSelector"]))
+    return None, None
+
+
 def slice_record(raw: JsonObject) -> SliceRecord:
     spec = _obj(raw.get("spec"))
     driver = str(spec.get("driver") or "")
     pool = _obj(spec.get("pool"))
     pool_name = str(pool.get("name") or "")
     generation = int(pool.get("generation") or 0)
-    node = spec.get("nodeName") or None  # nodeSelector / allNodes: not reachable from one node here
+    per_device = bool(spec.get("perDeviceNodeSelection"))
+    node, reach = _node_selection(spec)
     devices = []
     for item in _list(spec.get("devices")):
         device = _obj(item)
+        if per_device:
+            node, reach = _node_selection(device)
         attributes: dict[str, AttributeValue] = {}
         for name, value in _obj(device.get("attributes")).items():
             parsed = _attribute(_obj(value))
@@ -96,11 +113,12 @@ def slice_record(raw: JsonObject) -> SliceRecord:
                 driver,
                 pool_name,
                 str(device.get("name") or ""),
-                str(node) if node else None,
+                node,
                 attributes,
                 capacity,
                 unmodelled,
                 generation,
+                reach,
             )
         )
     return SliceRecord(

@@ -33,7 +33,17 @@ from typing import Any, TypeVar
 
 from controller.core import messages as msg
 from controller.core.device_cel import SelectorError, Selectors
-from controller.core.dra import Claim, ClaimSpec, Device, DeviceClass, DeviceId, DeviceRequest, DraWorld
+from controller.core.dra import (
+    Claim,
+    ClaimSpec,
+    Device,
+    DeviceClass,
+    DeviceId,
+    DeviceRequest,
+    DraWorld,
+    NodeReach,
+)
+from controller.core.fit import term_matches
 from controller.core.model import NODE_NAME_FIELD, Gang, Node, Pod, Requirement, Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -90,11 +100,19 @@ class _Narrow:
     match: str | None
     count: int
     all_devices: bool
+    # firstAvailable: the alternatives before this one. A node where one of them can be satisfied
+    # counts none of this request: the scheduler would take that alternative there instead.
+    before: tuple[_Narrow, ...] = ()
 
     @property
     def resource(self) -> str:
-        text = repr((self.selectors, self.match, self.count, self.all_devices)).encode()
+        text = repr((self.selectors, self.match, self.count, self.all_devices, self.before)).encode()
         return f"{self.device_class}[{hashlib.sha256(text).hexdigest()[:8]}]"
+
+    @property
+    def need(self) -> int:
+        """What one request takes of its room: a device each, or the whole node for All."""
+        return 1 if self.all_devices else self.count
 
 
 @dataclass
@@ -113,10 +131,20 @@ class _DeviceIndex:
         self.devices = world.devices
         self.classes = world.classes
         self.selectors = Selectors()
-        self.by_node: dict[str, list[Device]] = defaultdict(list)
+        self.by_node: dict[str, list[Device]] = defaultdict(list)  # node-local devices
+        self.networked: list[Device] = []  # devices a NodeReach reaches
+        self.countable: list[Device] = []
         for device in _current(world.devices):
-            if device.node is not None and device.unmodelled is None:
+            if device.unmodelled is not None:
+                continue
+            if device.node is not None:
                 self.by_node[device.node].append(device)
+            elif device.reach is not None:
+                self.networked.append(device)
+            else:
+                continue
+            self.countable.append(device)
+        self.networked_ids = frozenset(d.id for d in self.networked)
         self.matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId]] = {}
         self.resources: dict[DeviceId, str] | None = None  # _resource_of_device, once asked
         # node -> (device id, its class resource) of each device that counts as one
@@ -133,16 +161,24 @@ class _DeviceIndex:
 class DeviceView:
     """The devices of a snapshot: which each node reaches, which are free, what matches what."""
 
-    def __init__(self, world: DraWorld) -> None:
+    def __init__(self, world: DraWorld, nodes: tuple[Node, ...] = ()) -> None:
         self.world = world
+        self.nodes = nodes
         self.index = _DeviceIndex.of(world)
         self.selectors = self.index.selectors
         self.by_node = self.index.by_node
+        self.networked_ids = self.index.networked_ids
         self.allocated: dict[DeviceId, Claim] = {}
         for claim in world.claims.values():
             for device_id in claim.allocated:
                 self.allocated[device_id] = claim
         self._matching = self.index.matching
+        # Network-attached devices (see _deal_networked): those counted on each node, every one
+        # each node reaches, and those counted nowhere.
+        self.dealt: dict[str, list[Device]] = {}
+        self.reachable: dict[str, list[Device]] = {}
+        self.uncounted: set[DeviceId] = set()
+        self._whole: dict[_Narrow, int] = {}
 
     def device_class(self, name: str) -> DeviceClass:
         found = self.world.classes.get(name)
@@ -157,13 +193,12 @@ class DeviceView:
         if found is None:
             expressions = (*self.device_class(class_name).selectors, *selectors)
             chosen = set()
-            for devices in self.by_node.values():
-                for device in devices:
-                    try:
-                        if all(self.selectors.matches(e, device) for e in expressions):
-                            chosen.add(device.id)
-                    except SelectorError as err:
-                        raise Unproven(msg.device_selector_failed(class_name, str(err))) from err
+            for device in self.index.countable:
+                try:
+                    if all(self.selectors.matches(e, device) for e in expressions):
+                        chosen.add(device.id)
+                except SelectorError as err:
+                    raise Unproven(msg.device_selector_failed(class_name, str(err))) from err
             found = frozenset(chosen)
             self._matching[key] = found
         return found
@@ -171,8 +206,32 @@ class DeviceView:
     def narrow_room(self, narrow: _Narrow, node: str) -> int:
         """How many devices of a narrow request's kind a node has free (in whole requests for a
         constraint; 1 or 0 for allocationMode All)."""
+        reachable = self.reachable.get(node, ())
+        if any(self.satisfiable(earlier, node) for earlier in narrow.before):
+            return 0
+        if narrow.all_devices and reachable:
+            matching = self.matching(narrow.device_class, narrow.selectors)
+            if any(d.id in matching for d in reachable):
+                return 0  # All would take devices other nodes reach too: not modelled
+        return self._room(narrow, (*self.by_node.get(node, ()), *self.dealt.get(node, ())))
+
+    def satisfiable(self, narrow: _Narrow, node: str) -> bool:
+        """Could the scheduler satisfy one such request on the node with the devices free now
+        (every device it reaches, not only those counted on it)?"""
+        devices = (*self.by_node.get(node, ()), *self.reachable.get(node, ()))
+        return self._room(narrow, devices) >= narrow.need
+
+    def whole_requests(self, narrow: _Narrow) -> int:
+        """How many such requests the nodes have room for, all together."""
+        found = self._whole.get(narrow)
+        if found is None:
+            found = sum(self.narrow_room(narrow, node.name) // narrow.need for node in self.nodes)
+            self._whole[narrow] = found
+        return found
+
+    def _room(self, narrow: _Narrow, devices: Iterable[Device]) -> int:
         matching = self.matching(narrow.device_class, narrow.selectors)
-        mine = [d for d in self.by_node.get(node, ()) if d.id in matching]
+        mine = [d for d in devices if d.id in matching]
         free = [d for d in mine if d.id not in self.allocated]
         if narrow.all_devices:
             return 1 if mine and len(free) == len(mine) else 0
@@ -200,43 +259,74 @@ def _current(devices: Iterable[Device]) -> list[Device]:
     return [d for d in devices if d.generation == newest[(d.driver, d.pool)]]
 
 
-def _request_demand(view: DeviceView, request: DeviceRequest, spec: ClaimSpec, demand: _Demand) -> None:
-    if request.alternatives:
-        request = request.alternatives[0]  # the scheduler's first choice; the others are not counted
+def _match_of(spec: ClaimSpec, *names: str) -> str | None:
+    """The matchAttribute constraint on a request (named by any of ``names``), if one."""
+    matches = [attr for attr, only in spec.match_attributes if not only or any(n in only for n in names)]
+    if len(matches) > 1:
+        raise Unproven(msg.device_constraints_unmodelled(names[-1]))
+    return matches[0] if matches else None
+
+
+def _narrow_of(
+    view: DeviceView, request: DeviceRequest, match: str | None, before: tuple[_Narrow, ...] = ()
+) -> _Narrow:
     if request.unmodelled:
         raise Unproven(request.unmodelled)
-    device_class = view.device_class(request.device_class)
-    resource = class_resource(device_class)
-    matches = [name for name, names in spec.match_attributes if not names or request.name in names]
-    if len(matches) > 1:
-        raise Unproven(msg.device_constraints_unmodelled(request.name))
-    match = matches[0] if matches else None
-    if not request.all_devices:
-        demand.requests[resource] = demand.requests.get(resource, 0) + request.count
-    if request.selectors or match or request.all_devices:
-        narrow = _Narrow(request.device_class, request.selectors, match, request.count, request.all_devices)
-        view.matching(narrow.device_class, narrow.selectors)  # fails now if an expression does
+    view.device_class(request.device_class)  # fails now if the class does not exist
+    narrow = _Narrow(
+        request.device_class, request.selectors, match, request.count, request.all_devices, before
+    )
+    view.matching(narrow.device_class, narrow.selectors)  # fails now if an expression does
+    return narrow
+
+
+def _first_available(view: DeviceView, request: DeviceRequest, spec: ClaimSpec, members: int) -> _Narrow:
+    """Of firstAvailable alternatives, the first one the nodes have room for on behalf of all
+    ``members`` that make the request, counted only on nodes where no earlier one could be
+    satisfied (where one could, the scheduler takes it); none with room: the first."""
+    narrows = [_narrow_of(view, alt, _match_of(spec, request.name, alt.name)) for alt in request.alternatives]
+    for i, narrow in enumerate(narrows):
+        chosen = replace(narrow, before=tuple(narrows[:i]))
+        if view.whole_requests(chosen) >= members:
+            return chosen
+    return narrows[0]
+
+
+def _request_demand(
+    view: DeviceView, request: DeviceRequest, spec: ClaimSpec, demand: _Demand, members: int
+) -> None:
+    if request.alternatives:
+        narrow = _first_available(view, request, spec, members)
+    else:
+        narrow = _narrow_of(view, request, _match_of(spec, request.name))
+    resource = class_resource(view.device_class(narrow.device_class))
+    if not narrow.all_devices:
+        demand.requests[resource] = demand.requests.get(resource, 0) + narrow.count
+    if narrow.selectors or narrow.match or narrow.all_devices or narrow.before:
         demand.narrow.append(narrow)
-        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + (
-            1 if request.all_devices else request.count
-        )
+        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + narrow.need
 
 
-def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand) -> None:
+def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand, members: int = 1) -> None:
     if spec.unmodelled:
         raise Unproven(spec.unmodelled)
     constrained = [
-        r for r in spec.requests if any(not names or r.name in names for _, names in spec.match_attributes)
+        r
+        for r in spec.requests
+        if any(
+            not names or r.name in names or any(a.name in names for a in r.alternatives)
+            for _, names in spec.match_attributes
+        )
     ]
     if spec.match_attributes and len(constrained) > 1:
         raise Unproven(msg.device_constraints_unmodelled(constrained[0].name))
     for request in spec.requests:
-        _request_demand(view, request, spec, demand)
+        _request_demand(view, request, spec, demand, members)
 
 
-def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]]) -> _Demand:
+def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]], members: int = 1) -> _Demand:
     """What a gated member's claims ask for (a named claim in ``counted`` is already counted for
-    another member of the gang). Raises Unproven."""
+    another member of the gang; ``members`` of the gang make claims). Raises Unproven."""
     demand = _Demand()
     for pod_claim in pod.claims:
         if pod_claim.claim is not None:
@@ -259,18 +349,21 @@ def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]]) -> 
             spec = view.world.templates.get((pod.namespace, pod_claim.template))
             if spec is None:
                 raise Unproven(msg.device_template_missing(pod_claim.template))
-            _claim_demand(view, spec, demand)
+            _claim_demand(view, spec, demand, members)
     return demand
 
 
 def _held(
     view: DeviceView, pods: Iterable[Pod], resources: Mapping[DeviceId, str]
-) -> tuple[dict[str, dict[str, int]], set[DeviceId]]:
-    """What each pod holding devices requests of them (by uid), and the devices so accounted.
-    A claim several pods reserve is charged to the first of them."""
-    live = {p.uid for p in pods if p.holds_capacity}
+) -> tuple[dict[str, dict[str, int]], set[DeviceId], dict[DeviceId, str]]:
+    """What each pod holding devices requests of them (by uid), the devices so accounted, and
+    the node of the pod charged for each network-attached one. A claim several pods reserve is
+    charged to the first of them."""
+    live = {p.uid: p.node_name for p in pods if p.holds_capacity}
     charged: dict[str, dict[str, int]] = defaultdict(dict)
     accounted: set[DeviceId] = set()
+    held_on: dict[DeviceId, str] = {}
+    networked = view.networked_ids
     for claim in view.world.claims.values():
         if not claim.allocated:
             continue
@@ -280,12 +373,101 @@ def _held(
         accounted.update(claim.allocated)
         if claim.extended:
             continue  # the pod's own nvidia.com/gpu request counts these
-        requests = charged[min(holders)]
+        holder = min(holders)
+        requests = charged[holder]
         for device_id in claim.allocated:
             resource = resources.get(device_id)
-            if resource is not None:
-                requests[resource] = requests.get(resource, 0) + 1
-    return charged, accounted
+            if resource is None or device_id in view.uncounted:
+                continue
+            requests[resource] = requests.get(resource, 0) + 1
+            if networked and device_id in networked and live[holder]:
+                held_on[device_id] = str(live[holder])
+    return charged, accounted, held_on
+
+
+def _reaches(reach: NodeReach, node: Node) -> bool:
+    return reach.all_nodes or any(term_matches(term, node.labels, node.name) for term in reach.terms)
+
+
+def _pure_reaches(view: DeviceView, resources: Mapping[DeviceId, str]) -> dict[NodeReach, list[Node]]:
+    """The nodes each NodeReach of the network-attached devices reaches, and which devices count
+    nowhere (``view.uncounted``, ``view.reachable``). A resource's shared devices count only
+    where the scheduler cannot spend them on the wrong member: every node they reach reaches no
+    other devices of that resource (node-local, or shared with another set of nodes)."""
+    reach_nodes: dict[NodeReach, list[Node]] = {}
+    by_resource: dict[str, set[NodeReach]] = defaultdict(set)
+    for device in view.index.networked:
+        reach = device.reach
+        assert reach is not None  # networked: reached through a NodeReach
+        if reach not in reach_nodes:
+            reach_nodes[reach] = sorted((n for n in view.nodes if _reaches(reach, n)), key=attrgetter("name"))
+        resource = resources.get(device.id)
+        if resource is not None:
+            by_resource[resource].add(reach)
+        for node in reach_nodes[reach]:
+            view.reachable.setdefault(node.name, []).append(device)
+    local = view.index.node_resources
+    pure: set[tuple[str, NodeReach]] = set()
+    for resource, reaches in by_resource.items():
+        seen: dict[str, int] = defaultdict(int)
+        for reach in reaches:
+            for node in reach_nodes[reach]:
+                seen[node.name] += 1
+        for reach in reaches:
+            if all(
+                seen[n.name] == 1 and all(r != resource for _, r in local.get(n.name, ()))
+                for n in reach_nodes[reach]
+            ):
+                pure.add((resource, reach))
+    view.uncounted = {d.id for d in view.index.networked if (resources.get(d.id), d.reach) not in pure}
+    return reach_nodes
+
+
+def _largest_asks(world: DraWorld) -> dict[str, int]:
+    """The most devices of each class one request asks for (in any template or claim)."""
+    largest: dict[str, int] = defaultdict(lambda: 1)
+    specs = [*world.templates.values(), *(c.spec for c in world.claims.values() if not c.allocated)]
+    for spec in specs:
+        for request in spec.requests:
+            for one in request.alternatives or (request,):
+                largest[one.device_class] = max(largest[one.device_class], one.count)
+    return largest
+
+
+def _deal_networked(
+    view: DeviceView, resources: Mapping[DeviceId, str], held_on: Mapping[DeviceId, str]
+) -> None:
+    """Count each network-attached device on one node it reaches (``view.dealt``), so that
+    it is counted once although several nodes reach it: a held one on its holder's node (freed
+    there when the holder is preempted), the free ones dealt to the nodes that reach them in
+    name order, each node as many as the largest request for their class asks. Every such node
+    reaches them all, so the scheduler can give any of them to any member placed there."""
+    if not view.index.networked:
+        return
+    reach_nodes = _pure_reaches(view, resources)
+    largest = _largest_asks(view.world)
+    free: dict[tuple[str, NodeReach], list[Device]] = defaultdict(list)
+    for device in view.index.networked:
+        resource = resources.get(device.id)
+        if resource is None or device.id in view.uncounted:
+            continue
+        assert device.reach is not None
+        if device.id not in view.allocated:
+            free[(resource, device.reach)].append(device)
+        elif device.id in held_on:
+            view.dealt.setdefault(held_on[device.id], []).append(device)
+        # else: allocated to a claim no live pod holds: not free, and nobody gives it back
+    for (resource, reach), devices in free.items():
+        targets = [
+            n for n in reach_nodes[reach] if resource not in n.allocatable and n.ready and not n.unschedulable
+        ]
+        if not targets:
+            continue
+        share = max(
+            largest[c] for c in view.world.classes if class_resource(view.world.classes[c]) == resource
+        )
+        for i, device in enumerate(sorted(devices, key=attrgetter("id"))):
+            view.dealt.setdefault(targets[i // share % len(targets)].name, []).append(device)
 
 
 def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
@@ -313,6 +495,7 @@ def _node_room(
     narrow: Iterable[_Narrow],
     accounted: set[DeviceId],
     node_resources: Mapping[str, list[tuple[DeviceId, str]]],
+    resources: Mapping[DeviceId, str],
 ) -> Node:
     totals: dict[str, int] = defaultdict(int)
     for device_id, resource in node_resources.get(node.name, ()):
@@ -322,6 +505,8 @@ def _node_room(
         if device_id in view.allocated and device_id not in accounted:
             continue  # allocated to a claim no live pod holds: not free, and nobody gives it back
         totals[resource] += 1
+    for device in view.dealt.get(node.name, ()):
+        totals[resources[device.id]] += 1
     for item in narrow:
         totals[item.resource] = view.narrow_room(item, node.name)
     if not totals:
@@ -334,7 +519,10 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     without its DRA world, so that it is never counted twice."""
     if world is None or world.empty:
         return snapshot
-    view = DeviceView(world)
+    view = DeviceView(world, snapshot.nodes)
+    resources = _resource_of_device(view)
+    held, accounted, held_on = _held(view, snapshot.pods, resources)
+    _deal_networked(view, resources, held_on)
     demands: dict[str, _Demand | str] = {}
     gangs: list[Gang] = []
     for gang in snapshot.gangs:
@@ -346,7 +534,7 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
         counted: set[tuple[str, str]] = set()
         for pod in claimants:
             try:
-                demand = member_demand(view, pod, counted)
+                demand = member_demand(view, pod, counted, len(claimants))
             except Unproven as err:
                 demands[pod.uid] = str(err)
                 continue
@@ -355,12 +543,12 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
                 shared_by[key] += 1
         gangs.append(_gang_with(gang, demands, shared_by))
     narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
-    resources = _resource_of_device(view)
-    held, accounted = _held(view, snapshot.pods, resources)
     pods, changed = _translated_pods(snapshot.pods, demands, held)
     gangs = _translated_gangs(gangs, changed)
     node_resources = view.index.node_resources  # filled by _resource_of_device
-    nodes = tuple(_node_room(view, n, narrow.values(), accounted, node_resources) for n in snapshot.nodes)
+    nodes = tuple(
+        _node_room(view, n, narrow.values(), accounted, node_resources, resources) for n in snapshot.nodes
+    )
     # Counted once: a snapshot derived from this one (what-ifs) is not translated again.
     return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
 
