@@ -193,6 +193,20 @@ def template_record(raw: JsonObject) -> ClaimSpec:
     return claim_spec(_obj(_obj(_obj(raw.get("spec")).get("spec"))))
 
 
+def _allocated_nodes(allocation: Mapping[str, Any]) -> tuple[str | None, NodeReach | None]:
+    """Where an allocation may be used: one node (a single ``metadata.name In [node]``), or the
+    nodes its selector matches, or (no selector: devices every node reaches) any node."""
+    selector = allocation.get("nodeSelector")
+    if not isinstance(selector, Mapping):
+        return None, NodeReach(all_nodes=True)
+    terms = selector_terms(selector)
+    if len(terms) == 1 and len(terms[0]) == 1:
+        only = terms[0][0]
+        if only.field and only.key == "metadata.name" and only.operator == "In" and len(only.values) == 1:
+            return only.values[0], None
+    return None, NodeReach(terms=terms)
+
+
 def claim_record(raw: JsonObject) -> Claim:
     namespace, name = _key(raw)
     status = _obj(raw.get("status"))
@@ -201,16 +215,13 @@ def claim_record(raw: JsonObject) -> Claim:
     allocated = tuple(
         (str(_obj(r).get("driver")), str(_obj(r).get("pool")), str(_obj(r).get("device"))) for r in results
     )
-    node = None
-    for term in _list(_obj(allocation.get("nodeSelector")).get("nodeSelectorTerms")):
-        for field in _list(_obj(term).get("matchFields")):
-            values = _list(_obj(field).get("values"))
-            if _obj(field).get("key") == "metadata.name" and len(values) == 1:
-                node = str(values[0])
+    node, reach = _allocated_nodes(allocation) if allocated else (None, None)
     reserved = tuple(str(_obj(r).get("uid")) for r in _list(status.get("reservedFor")) if _obj(r).get("uid"))
     annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
     extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
-    return Claim(namespace, name, claim_spec(_obj(raw.get("spec"))), allocated, node, reserved, extended)
+    return Claim(
+        namespace, name, claim_spec(_obj(raw.get("spec"))), allocated, node, reserved, extended, reach
+    )
 
 
 def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:

@@ -44,14 +44,15 @@ from controller.core.dra import (
     NodeReach,
 )
 from controller.core.fit import term_matches
-from controller.core.model import NODE_NAME_FIELD, Gang, Node, Pod, Requirement, Snapshot
+from controller.core.model import NODE_NAME_FIELD, Gang, Node, NodeSelectorTerm, Pod, Requirement, Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
 
 _Record = TypeVar("_Record", Pod, Gang)
-# What devices add to a pod: (kind, requests, text): ("unproven", (), why), ("demand", requests,
-# the node an allocated claim holds it to, or None) or ("held", requests, None).
-_Addition = tuple[str, tuple[tuple[str, int], ...], str | None]
+# What devices add to a pod: (kind, requests, text, terms): ("unproven", (), why, ()), ("demand",
+# requests, the node an allocated claim holds it to or None, the node-selector terms of allocated
+# claims on devices several nodes reach) or ("held", requests, None, ()).
+_Addition = tuple[str, tuple[tuple[str, int], ...], str | None, tuple[tuple[NodeSelectorTerm, ...], ...]]
 _ATTRS = {cls: attrgetter(*(f.name for f in fields(cls))) for cls in (Pod, Gang)}
 _POSITION = {cls: {f.name: i for i, f in enumerate(fields(cls))} for cls in (Pod, Gang)}
 
@@ -120,6 +121,8 @@ class _Demand:
     requests: dict[str, int] = field(default_factory=dict)
     narrow: list[_Narrow] = field(default_factory=list)
     node: str | None = None  # an allocated named claim's node
+    # allocated named claims on devices several nodes reach: the nodes they reach (ANDed)
+    reach: list[tuple[NodeSelectorTerm, ...]] = field(default_factory=list)
     shared: set[tuple[str, str]] = field(default_factory=set)  # unallocated named claims
 
 
@@ -334,6 +337,10 @@ def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]], mem
             if claim is None:
                 raise Unproven(msg.device_claim_missing(pod_claim.claim))
             if claim.is_allocated:
+                if claim.allocated_reach is not None:  # devices several nodes reach
+                    if not claim.allocated_reach.all_nodes:
+                        demand.reach.append(claim.allocated_reach.terms)
+                    continue
                 if claim.allocated_node is None:
                     raise Unproven(msg.device_claim_not_node_local(pod_claim.claim))
                 if demand.node not in (None, claim.allocated_node):
@@ -613,17 +620,17 @@ def _addition(
     claims request (and the node an allocated claim holds it to), or what it holds; None: nothing."""
     found = demands.get(pod.uid)
     if isinstance(found, str):
-        return ("unproven", (), found)
+        return ("unproven", (), found, ())
     if found is not None:
-        return ("demand", tuple(found.requests.items()), found.node)
+        return ("demand", tuple(found.requests.items()), found.node, tuple(found.reach))
     extra = held.get(pod.uid)
     if extra:
-        return ("held", tuple(extra.items()), None)
+        return ("held", tuple(extra.items()), None, ())
     return None
 
 
 def _pod_with(pod: Pod, addition: _Addition) -> Pod:
-    kind, added, node = addition
+    kind, added, node, reach = addition
     if kind == "unproven":
         return _with(pod, devices_unproven=node)
     requests = dict(pod.requests)
@@ -635,6 +642,8 @@ def _pod_with(pod: Pod, addition: _Addition) -> Pod:
     if node is not None:
         pin = Requirement(NODE_NAME_FIELD, "In", (node,), field=True)
         affinity = tuple((*term, pin) for term in affinity) or ((pin,),)
+    for terms in reach:  # where an allocated claim's devices are reachable, ANDed
+        affinity = tuple((*mine, *theirs) for mine in affinity for theirs in terms) if affinity else terms
     return _with(pod, requests=requests, required_affinity=affinity)
 
 

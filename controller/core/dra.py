@@ -86,6 +86,8 @@ class Claim:
     reserved_for: tuple[str, ...] = ()  # pod uids
     # Made by the scheduler for a pod's extended-resource request (the pod's own requests count it).
     extended: bool = False
+    # Allocated to devices several nodes reach: the nodes its users may run on (all_nodes: any).
+    allocated_reach: NodeReach | None = None
 
     @property
     def is_allocated(self) -> bool:

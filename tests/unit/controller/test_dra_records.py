@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.api.dra_records import slice_record
+from controller.api.dra_records import claim_record, slice_record
 from controller.core import NodeReach, Requirement
 
 
@@ -48,3 +48,29 @@ def test_per_device_node_selection() -> None:
         (None, NodeReach(all_nodes=True)),
         (None, None),  # no selection known: reachable from no node, never counted
     ]
+
+
+def raw_claim(allocation: dict[str, Any]) -> dict[str, Any]:
+    results = [{"driver": "gpu.example.com", "pool": "p", "device": "d0", "request": "gpus"}]
+    return {
+        "metadata": {"namespace": "ns", "name": "c"},
+        "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu"}}]}},
+        "status": {"allocation": {"devices": {"results": results}, **allocation}},
+    }
+
+
+def test_where_an_allocated_claim_may_be_used() -> None:
+    def terms(*reqs: dict[str, Any]) -> dict[str, Any]:
+        return {"nodeSelector": {"nodeSelectorTerms": [{"matchFields": list(reqs)}]}}
+
+    one = claim_record(raw_claim(terms({"key": "metadata.name", "operator": "In", "values": ["n1"]})))
+    assert (one.allocated_node, one.allocated_reach) == ("n1", None)
+    not_one = claim_record(raw_claim(terms({"key": "metadata.name", "operator": "NotIn", "values": ["n1"]})))
+    assert not_one.allocated_node is None
+    assert not_one.allocated_reach == NodeReach(
+        terms=((Requirement("metadata.name", "NotIn", ("n1",), True),),)
+    )
+    anywhere = claim_record(raw_claim({}))
+    assert (anywhere.allocated_node, anywhere.allocated_reach) == (None, NodeReach(all_nodes=True))
+    unallocated = claim_record({"metadata": {"namespace": "ns", "name": "c"}, "spec": {}})
+    assert (unallocated.allocated_node, unallocated.allocated_reach) == (None, None)

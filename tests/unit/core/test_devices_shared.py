@@ -157,3 +157,19 @@ def test_first_available_without_room_for_any_asks_for_the_first() -> None:
     decision = decide(w, 1)
     assert isinstance(decision, Wait)
     assert "gpu.example.com" in decision.message
+
+
+def test_an_allocated_shared_claim_on_shared_devices_holds_its_members_to_the_nodes_they_reach() -> None:
+    members = [
+        replace(pod(f"m{i}").gated().group("g").build(), claims=(PodClaim("gpus", claim="shared"),))
+        for i in range(2)
+    ]
+    g = gang("g").min(2).members(*members).build()
+    allocated = Claim("ns", "shared", spec(1), ((DRIVER, "net", "dev-0"),), allocated_reach=RACK_1)
+    nodes = [node("a").label("rack", "r1").build(), node("b").label("rack", "r2").build()]
+    snap = snapshot(nodes=nodes, pods=members, gangs=[g])
+    decision = plan(replace(snap, devices=world(shared("net", 2, RACK_1), claims=[allocated]))).decisions[0]
+    assert isinstance(decision, Admit) and set(decision.placement.values()) == {"a"}
+    anywhere = replace(allocated, allocated_reach=ALL_NODES)
+    decision = plan(replace(snap, devices=world(shared("net", 2), claims=[anywhere]))).decisions[0]
+    assert isinstance(decision, Admit)
