@@ -2,17 +2,19 @@
 
 Every DeviceClass is one resource, named by its ``extendedResourceName`` where set, else by the
 class name (queues and messages use the same name). A node's allocatable gains the class's devices
-it reaches (node-local ResourceSlices, newest complete pool generation); a pod holding allocated
-devices (its claims' ``reservedFor``) requests them, so a preempted victim frees them. Devices
-allocated to a claim no live pod holds are taken off the node's room.
+it reaches (node-local ResourceSlices, newest complete pool generation); a network-attached device
+(``allNodes``, ``nodeSelector``) counts on one node it reaches (``_deal_networked``). A pod holding
+allocated devices (its claims' ``reservedFor``) requests them, so a preempted victim frees them.
+Devices allocated to a claim no live pod holds are taken off the node's room.
 
 A gated member's demand is its claims' requests (a template's, or a named claim's): ``exactly``
 with ``deviceClassName``, ``count`` or ``allocationMode: All``, CEL ``selectors`` and the claim's
-``matchAttribute`` constraints; of ``firstAvailable`` the first alternative. A request that narrows
-the class (selectors, a constraint, All) is also a resource of its own: per node, how many of its
-free devices satisfy it (for a constraint, in groups of equal attribute value, whole requests
-only), so the member is pinned only where its devices are. A named claim already allocated pins
-its members to its node; one not yet allocated is counted once and holds the gang to one node.
+``matchAttribute`` constraints; of ``firstAvailable`` the first alternative there is room for. A
+request that narrows the class (selectors, a constraint, All, a later alternative) is also a
+resource of its own: per node, how many of its free devices satisfy it (for a constraint, in
+groups of equal attribute value, whole requests only), so the member is pinned only where its
+devices are. A named claim already allocated pins its members to where its devices are; one not
+yet allocated is counted once and holds the gang to one node.
 
 What cannot be proven -- an expression that fails, adminAccess, a claim shape not modelled, a
 claim or template not seen yet -- marks the member (``Pod.devices_unproven``): the gang waits and
