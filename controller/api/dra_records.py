@@ -178,15 +178,18 @@ def claim_spec(spec: Mapping[str, Any]) -> ClaimSpec:
                 DeviceRequest(name, "", unmodelled=msg.device_request_unmodelled(name, msg.DEVICE_NO_EXACTLY))
             )
     matches: list[tuple[str, tuple[str, ...]]] = []
+    distinct: list[tuple[str, tuple[str, ...]]] = []
     unmodelled = None
     for item in _list(devices.get("constraints")):
         constraint = _obj(item)
+        names = tuple(str(n) for n in _list(constraint.get("requests")))
         if constraint.get("matchAttribute"):
-            names = tuple(str(n) for n in _list(constraint.get("requests")))
             matches.append((str(constraint["matchAttribute"]), names))
+        elif constraint.get("distinctAttribute"):
+            distinct.append((str(constraint["distinctAttribute"]), names))
         else:
             unmodelled = msg.device_claim_unmodelled(msg.DEVICE_OTHER_CONSTRAINT)
-    return ClaimSpec(tuple(requests), tuple(matches), unmodelled)
+    return ClaimSpec(tuple(requests), tuple(matches), unmodelled, tuple(distinct))
 
 
 def template_record(raw: JsonObject) -> ClaimSpec:

@@ -103,13 +103,15 @@ class _Narrow:
     match: str | None
     count: int
     all_devices: bool
+    distinct: bool = False  # ``match`` names a distinctAttribute: values unique, not equal
     # firstAvailable: the alternatives before this one. A node where one of them can be satisfied
     # counts none of this request: the scheduler would take that alternative there instead.
     before: tuple[_Narrow, ...] = ()
 
     @property
     def resource(self) -> str:
-        text = repr((self.selectors, self.match, self.count, self.all_devices, self.before)).encode()
+        shape = (self.selectors, self.match, self.count, self.all_devices, self.before, self.distinct)
+        text = repr(shape).encode()
         return f"{self.device_class}[{hashlib.sha256(text).hexdigest()[:8]}]"
 
     @property
@@ -247,7 +249,20 @@ class DeviceView:
             value = device.attributes.get(_qualified(narrow.match, device.driver))
             if value is not None:
                 groups[value] += 1
+        if narrow.distinct:
+            return _distinct_requests(groups.values(), narrow.count) * narrow.count
         return sum(n // narrow.count * narrow.count for n in groups.values())
+
+
+def _distinct_requests(groups: Iterable[int], count: int) -> int:
+    """How many requests of ``count`` devices with pairwise different values fit devices grouped
+    by value: t requests take at most t devices of a value, so t fit while the groups hold
+    ``count * t`` devices counting each at most t times."""
+    sizes = list(groups)
+    t = sum(sizes) // count
+    while t > 0 and sum(min(n, t) for n in sizes) < count * t:
+        t -= 1
+    return t
 
 
 def _qualified(name: str, driver: str) -> str:
@@ -264,22 +279,41 @@ def _current(devices: Iterable[Device]) -> list[Device]:
     return [d for d in devices if d.generation == newest[(d.driver, d.pool)]]
 
 
-def _match_of(spec: ClaimSpec, *names: str) -> str | None:
-    """The matchAttribute constraint on a request (named by any of ``names``), if one."""
-    matches = [attr for attr, only in spec.match_attributes if not only or any(n in only for n in names)]
-    if len(matches) > 1:
+def _constraints(spec: ClaimSpec) -> list[tuple[str, tuple[str, ...], bool]]:
+    """The claim's constraints: (attribute, the requests named, distinct rather than matching)."""
+    return [(a, names, False) for a, names in spec.match_attributes] + [
+        (a, names, True) for a, names in spec.distinct_attributes
+    ]
+
+
+def _match_of(spec: ClaimSpec, *names: str) -> tuple[str | None, bool]:
+    """The constraint on a request (named by any of ``names``), if one: its attribute, and
+    whether it is a distinctAttribute."""
+    found = [
+        (attr, distinct)
+        for attr, only, distinct in _constraints(spec)
+        if not only or any(n in only for n in names)
+    ]
+    if len(found) > 1:
         raise Unproven(msg.device_constraints_unmodelled(names[-1]))
-    return matches[0] if matches else None
+    return found[0] if found else (None, False)
 
 
 def _narrow_of(
-    view: DeviceView, request: DeviceRequest, match: str | None, before: tuple[_Narrow, ...] = ()
+    view: DeviceView, request: DeviceRequest, match: tuple[str | None, bool], before: tuple[_Narrow, ...] = ()
 ) -> _Narrow:
     if request.unmodelled:
         raise Unproven(request.unmodelled)
     view.device_class(request.device_class)  # fails now if the class does not exist
+    attribute, distinct = match
     narrow = _Narrow(
-        request.device_class, request.selectors, match, request.count, request.all_devices, before
+        request.device_class,
+        request.selectors,
+        attribute,
+        request.count,
+        request.all_devices,
+        distinct,
+        before,
     )
     view.matching(narrow.device_class, narrow.selectors)  # fails now if an expression does
     return narrow
@@ -320,10 +354,10 @@ def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand, members: i
         for r in spec.requests
         if any(
             not names or r.name in names or any(a.name in names for a in r.alternatives)
-            for _, names in spec.match_attributes
+            for _, names, _ in _constraints(spec)
         )
     ]
-    if spec.match_attributes and len(constrained) > 1:
+    if len(constrained) > 1:
         raise Unproven(msg.device_constraints_unmodelled(constrained[0].name))
     for request in spec.requests:
         _request_demand(view, request, spec, demand, members)

@@ -73,7 +73,9 @@ class ClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
     # constraints[].matchAttribute, with the requests each names (empty: all of the claim's).
     match_attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    unmodelled: str | None = None  # e.g. distinctAttribute constraints, config not understood
+    unmodelled: str | None = None  # e.g. a constraint of a kind not known
+    # constraints[].distinctAttribute, likewise.
+    distinct_attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,3 +173,29 @@ def test_an_allocated_shared_claim_on_shared_devices_holds_its_members_to_the_no
     anywhere = replace(allocated, allocated_reach=ALL_NODES)
     decision = plan(replace(snap, devices=world(shared("net", 2), claims=[anywhere]))).decisions[0]
     assert isinstance(decision, Admit)
+
+
+def test_distinct_attribute_counts_requests_of_devices_with_different_values() -> None:
+    # a: 4 devices on 2 NICs (values 0, 0, 1, 1); a request of 2 distinct-NIC devices fits twice,
+    # one of 3 never.
+    devices = [
+        Device(DRIVER, "a", f"gpu-{i}", "a", {f"{DRIVER}/model": "H100", f"{DRIVER}/nic": i // 2})
+        for i in range(4)
+    ]
+
+    def distinct(count: int) -> ClaimSpec:
+        return replace(spec(count), distinct_attributes=((f"{DRIVER}/nic", ()),))
+
+    assert isinstance(decide(world(devices, t=distinct(2)), 2), Admit)
+    assert isinstance(decide(world(devices, t=distinct(2)), 3), Wait)
+    assert isinstance(decide(world(devices, t=distinct(3)), 1), Wait)
+    assert isinstance(decide(world(devices, t=spec(3)), 1), Admit)
+
+
+def test_distinct_requests_bound() -> None:
+    from controller.core.devices import _distinct_requests
+
+    assert _distinct_requests([3, 1], 2) == 1
+    assert _distinct_requests([2, 2, 2], 3) == 2
+    assert _distinct_requests([5], 1) == 5
+    assert _distinct_requests([4], 2) == 0
