@@ -30,7 +30,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any, TypeVar
 
 from controller.core import messages as msg
@@ -50,13 +50,14 @@ from controller.core.model import NODE_NAME_FIELD, Gang, Node, NodeSelectorTerm,
 
 HOSTNAME = "kubernetes.io/hostname"
 
-_Record = TypeVar("_Record", Pod, Gang)
+_Record = TypeVar("_Record", Pod, Gang, Node)
 # What devices add to a pod: (kind, requests, text, terms): ("unproven", (), why, ()), ("demand",
 # requests, the node an allocated claim holds it to or None, the node-selector terms of allocated
 # claims on devices several nodes reach) or ("held", requests, None, ()).
 _Addition = tuple[str, tuple[tuple[str, int], ...], str | None, tuple[tuple[NodeSelectorTerm, ...], ...]]
-_ATTRS = {cls: attrgetter(*(f.name for f in fields(cls))) for cls in (Pod, Gang)}
-_POSITION = {cls: {f.name: i for i, f in enumerate(fields(cls))} for cls in (Pod, Gang)}
+_ATTRS = {cls: attrgetter(*(f.name for f in fields(cls))) for cls in (Pod, Gang, Node)}
+_POSITION = {cls: {f.name: i for i, f in enumerate(fields(cls))} for cls in (Pod, Gang, Node)}
+_Charge = tuple[tuple[str, int], ...]  # what held devices add to a pod's requests
 
 
 def _with(record: _Record, **changes: Any) -> _Record:
@@ -79,6 +80,8 @@ class _Memo:
     pods: dict[str, tuple[Pod, _Addition, Pod]] = field(default_factory=dict)
     # the uid of a gang's first member -> (the gang, the translated gang)
     gangs: dict[str, tuple[Gang, Gang]] = field(default_factory=dict)
+    # node name -> (the node, the device room added, the translated node)
+    nodes: dict[str, tuple[Node, _Charge, Node]] = field(default_factory=dict)
     index: _DeviceIndex | None = None  # the last devices and classes, indexed
 
 
@@ -128,6 +131,7 @@ class _Demand:
     # allocated named claims on devices several nodes reach: the nodes they reach (ANDed)
     reach: list[tuple[NodeSelectorTerm, ...]] = field(default_factory=list)
     shared: set[tuple[str, str]] = field(default_factory=set)  # unallocated named claims
+    addition: _Addition | None = None  # what it adds to a pod, once asked (_addition)
 
 
 class _DeviceIndex:
@@ -154,8 +158,17 @@ class _DeviceIndex:
         self.networked_ids = frozenset(d.id for d in self.networked)
         self.matching: dict[tuple[str, tuple[str, ...]], frozenset[DeviceId]] = {}
         self.resources: dict[DeviceId, str] | None = None  # _resource_of_device, once asked
+        # Of the last pass, by the id of a claim (kept with it): what its allocated devices add
+        # to its holder.
+        self.charges: dict[int, tuple[Claim, _Addition | None]] = {}
+        # Of the last pass, by template: a member's demand when that is its only claim (none with
+        # firstAvailable, whose choice depends on the room of the pass).
+        self.spec_demands: dict[tuple[str, str], tuple[ClaimSpec, _Demand | str]] = {}
         # node -> (device id, its class resource) of each device that counts as one
         self.node_resources: dict[str, list[tuple[DeviceId, str]]] = {}
+        # node -> how many of its devices count as each class resource
+        self.node_counts: dict[str, dict[str, int]] = {}
+        self.pool_nodes: dict[tuple[str, str], list[str]] | None = None  # (driver, pool) -> nodes
 
     @staticmethod
     def of(world: DraWorld) -> _DeviceIndex:
@@ -175,10 +188,7 @@ class DeviceView:
         self.selectors = self.index.selectors
         self.by_node = self.index.by_node
         self.networked_ids = self.index.networked_ids
-        self.allocated: dict[DeviceId, Claim] = {}
-        for claim in world.claims.values():
-            for device_id in claim.allocated:
-                self.allocated[device_id] = claim
+        self.allocated: dict[DeviceId, Claim] = {d: c for c in world.claims.values() for d in c.allocated}
         self._matching = self.index.matching
         # Network-attached devices (see _deal_networked): those counted on each node, every one
         # each node reaches, and those counted nowhere.
@@ -186,6 +196,8 @@ class DeviceView:
         self.reachable: dict[str, list[Device]] = {}
         self.uncounted: set[DeviceId] = set()
         self._whole: dict[_Narrow, int] = {}
+        # What this pass keeps for the next (only what it used, so nothing gone piles up).
+        self.spec_demands: dict[tuple[str, str], tuple[ClaimSpec, _Demand | str]] = {}
 
     def device_class(self, name: str) -> DeviceClass:
         found = self.world.classes.get(name)
@@ -366,6 +378,8 @@ def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand, members: i
 def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]], members: int = 1) -> _Demand:
     """What a gated member's claims ask for (a named claim in ``counted`` is already counted for
     another member of the gang; ``members`` of the gang make claims). Raises Unproven."""
+    if len(pod.claims) == 1 and pod.claims[0].claim is None and pod.claims[0].template is not None:
+        return _template_demand(view, pod.namespace, pod.claims[0].template, members)
     demand = _Demand()
     for pod_claim in pod.claims:
         if pod_claim.claim is not None:
@@ -396,36 +410,98 @@ def member_demand(view: DeviceView, pod: Pod, counted: set[tuple[str, str]], mem
     return demand
 
 
+def _template_demand(view: DeviceView, namespace: str, template: str, members: int) -> _Demand:
+    """The demand of a member whose one claim comes from a template: the same for every member
+    using the template, kept while the devices and classes are the same."""
+    key = (namespace, template)
+    spec = view.world.templates.get(key)
+    if spec is None:
+        raise Unproven(msg.device_template_missing(template))
+    cached = view.spec_demands.get(key) or view.index.spec_demands.get(key)
+    if cached is not None and cached[0] is spec:
+        found = cached[1]
+    else:
+        demand = _Demand()
+        try:
+            _claim_demand(view, spec, demand, members)
+        except Unproven as err:
+            found = str(err)
+        else:
+            found = demand
+    if not any(r.alternatives for r in spec.requests):
+        view.spec_demands[key] = (spec, found)
+    if isinstance(found, str):
+        raise Unproven(found)
+    return found
+
+
 def _held(
     view: DeviceView, pods: Iterable[Pod], resources: Mapping[DeviceId, str]
-) -> tuple[dict[str, dict[str, int]], set[DeviceId], dict[DeviceId, str]]:
-    """What each pod holding devices requests of them (by uid), the devices so accounted, and
-    the node of the pod charged for each network-attached one. A claim several pods reserve is
+) -> tuple[dict[str, _Addition], set[DeviceId], dict[DeviceId, str]]:
+    """What devices add to each pod holding them (by uid: ("held", requests, None, ())), the
+    devices allocated to claims no live pod holds (not free, and nobody gives them back), and the
+    node of the pod charged for each network-attached one. A claim several pods reserve is
     charged to the first of them."""
-    live = {p.uid: p.node_name for p in pods if p.holds_capacity}
-    charged: dict[str, dict[str, int]] = defaultdict(dict)
-    accounted: set[DeviceId] = set()
+    # Pod.holds_capacity, inline: asked of every pod in every pass.
+    live = {
+        p.uid: p.node_name
+        for p in pods
+        if (p.node_name is not None or p.nominated_node is not None) and not p.finished
+    }
+    charged: dict[str, _Addition] = {}
+    orphaned: set[DeviceId] = set()
     held_on: dict[DeviceId, str] = {}
     networked = view.networked_ids
+    charges, kept = view.index.charges, {}
     for claim in view.world.claims.values():
-        if not claim.allocated:
+        allocated = claim.allocated
+        if not allocated:
             continue
-        holders = [uid for uid in claim.reserved_for if uid in live]
-        if not holders:
-            continue
-        accounted.update(claim.allocated)
+        reserved = claim.reserved_for
+        if len(reserved) == 1:
+            holder = reserved[0]
+            if holder not in live:
+                orphaned.update(allocated)
+                continue
+        else:
+            holders = [uid for uid in reserved if uid in live]
+            if not holders:
+                orphaned.update(allocated)
+                continue
+            holder = min(holders)
         if claim.extended:
             continue  # the pod's own nvidia.com/gpu request counts these
-        holder = min(holders)
-        requests = charged[holder]
-        for device_id in claim.allocated:
-            resource = resources.get(device_id)
-            if resource is None or device_id in view.uncounted:
-                continue
-            requests[resource] = requests.get(resource, 0) + 1
-            if networked and device_id in networked and live[holder]:
-                held_on[device_id] = str(live[holder])
-    return charged, accounted, held_on
+        cached = charges.get(id(claim))
+        if cached is None or cached[0] is not claim or networked:
+            cached = (claim, _charge(view, claim, resources))
+        kept[id(claim)] = cached
+        if networked:
+            for device_id in allocated:
+                if device_id in networked and device_id not in view.uncounted and live[holder]:
+                    held_on[device_id] = str(live[holder])
+        addition = cached[1]
+        if addition is not None:
+            before = charged.get(holder)
+            charged[holder] = addition if before is None else _merged(before, addition)
+    view.index.charges = kept
+    return charged, orphaned, held_on
+
+
+def _charge(view: DeviceView, claim: Claim, resources: Mapping[DeviceId, str]) -> _Addition | None:
+    """What a claim's allocated devices add to the pod holding it (None: nothing counted)."""
+    counts: dict[str, int] = {}
+    for device_id in claim.allocated:
+        resource = resources.get(device_id)
+        if resource is not None and device_id not in view.uncounted:
+            counts[resource] = counts.get(resource, 0) + 1
+    return ("held", tuple(sorted(counts.items())), None, ()) if counts else None
+
+
+def _merged(a: _Addition, b: _Addition) -> _Addition:
+    counts = dict(a[1])
+    for name, n in b[1]:
+        counts[name] = counts.get(name, 0) + n
+    return ("held", tuple(sorted(counts.items())), None, ())
 
 
 def _reaches(reach: NodeReach, node: Node) -> bool:
@@ -529,6 +605,10 @@ def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
     view.index.node_resources = {
         node: [(d.id, out[d.id]) for d in devices if d.id in out] for node, devices in view.by_node.items()
     }
+    for node, entries in view.index.node_resources.items():
+        counts = view.index.node_counts[node] = {}
+        for _, resource in entries:
+            counts[resource] = counts.get(resource, 0) + 1
     return out
 
 
@@ -536,25 +616,53 @@ def _node_room(
     view: DeviceView,
     node: Node,
     narrow: Iterable[_Narrow],
-    accounted: set[DeviceId],
-    node_resources: Mapping[str, list[tuple[DeviceId, str]]],
+    orphaned: Mapping[str, list[str]],
     resources: Mapping[DeviceId, str],
+    last: Mapping[str, tuple[Node, _Charge, Node]],
+    kept: dict[str, tuple[Node, _Charge, Node]],
 ) -> Node:
-    totals: dict[str, int] = defaultdict(int)
-    for device_id, resource in node_resources.get(node.name, ()):
-        # Served by the device plugin on this node: the scheduler does not map it onto DRA here.
-        if resource in node.allocatable:
-            continue
-        if device_id in view.allocated and device_id not in accounted:
-            continue  # allocated to a claim no live pod holds: not free, and nobody gives it back
-        totals[resource] += 1
+    """The node with the devices it counts added to its allocatable (the last pass's record
+    when that adds the same)."""
+    # Served by the device plugin on this node: the scheduler does not map it onto DRA here.
+    totals = {r: n for r, n in view.index.node_counts.get(node.name, {}).items() if r not in node.allocatable}
+    for resource in orphaned.get(node.name, ()):
+        if resource in totals:
+            totals[resource] -= 1
     for device in view.dealt.get(node.name, ()):
-        totals[resources[device.id]] += 1
+        resource = resources[device.id]
+        if resource not in node.allocatable:
+            totals[resource] = totals.get(resource, 0) + 1
     for item in narrow:
         totals[item.resource] = view.narrow_room(item, node.name)
     if not totals:
         return node
-    return replace(node, allocatable={**node.allocatable, **totals})
+    room = tuple(totals.items())
+    cached = last.get(node.name)
+    if cached is None or cached[0] is not node or cached[1] != room:
+        cached = (node, room, _with(node, allocatable={**node.allocatable, **totals}))
+    kept[node.name] = cached
+    return cached[2]
+
+
+def _local_place(view: DeviceView, device_id: DeviceId) -> list[tuple[str, str]]:
+    """The node a node-local device counts on and its resource ([]: not counted on one)."""
+    for node_name in _nodes_of_pool(view, device_id):
+        for known, resource in view.index.node_resources.get(node_name, ()):
+            if known == device_id:
+                return [(node_name, resource)]
+    return []
+
+
+def _nodes_of_pool(view: DeviceView, device_id: DeviceId) -> list[str]:
+    """The nodes holding a pool's node-local devices (usually one, the pool's namesake)."""
+    index = view.index
+    if index.pool_nodes is None:
+        pools: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for node_name, devices in index.by_node.items():
+            for key in {(d.driver, d.pool) for d in devices}:
+                pools[key].append(node_name)
+        index.pool_nodes = dict(pools)
+    return index.pool_nodes.get(device_id[:2], [])
 
 
 def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
@@ -564,7 +672,7 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
         return snapshot
     view = DeviceView(world, snapshot.nodes)
     resources = _resource_of_device(view)
-    held, accounted, held_on = _held(view, snapshot.pods, resources)
+    held, orphaned, held_on = _held(view, snapshot.pods, resources)
     _deal_networked(view, resources, held_on)
     demands: dict[str, _Demand | str] = {}
     gangs: list[Gang] = []
@@ -586,12 +694,19 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
                 shared_by[key] += 1
         gangs.append(_gang_with(gang, demands, shared_by))
     narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
-    pods, changed = _translated_pods(snapshot.pods, demands, held)
-    gangs = _translated_gangs(gangs, changed)
-    node_resources = view.index.node_resources  # filled by _resource_of_device
+    pods, changed, stale = _translated_pods(snapshot.pods, demands, held)
+    gangs = _translated_gangs(gangs, changed, stale)
+    # The node-local devices allocated to claims no live pod holds, by node: not free.
+    orphans: dict[str, list[str]] = {}
+    for device_id in orphaned:
+        for node_name, resource in _local_place(view, device_id):
+            orphans.setdefault(node_name, []).append(resource)
+    last_nodes, _memo.nodes = _memo.nodes, {}
     nodes = tuple(
-        _node_room(view, n, narrow.values(), accounted, node_resources, resources) for n in snapshot.nodes
+        _node_room(view, n, narrow.values(), orphans, resources, last_nodes, _memo.nodes)
+        for n in snapshot.nodes
     )
+    view.index.spec_demands = view.spec_demands
     # Counted once: a snapshot derived from this one (what-ifs) is not translated again.
     return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
 
@@ -606,40 +721,69 @@ def _gang_with(
 
 
 def _translated_pods(
-    pods: tuple[Pod, ...], demands: Mapping[str, _Demand | str], held: Mapping[str, dict[str, int]]
-) -> tuple[tuple[Pod, ...], dict[str, Pod]]:
-    """The pods with their devices added, and those that changed by uid; a pod the last
-    translation saw, with the same addition, is taken from it."""
+    pods: tuple[Pod, ...], demands: Mapping[str, _Demand | str], held: Mapping[str, _Addition]
+) -> tuple[tuple[Pod, ...], dict[str, Pod], set[str]]:
+    """The pods with their devices added, those that changed by uid, and the uids whose
+    translation is not the last one's; a pod the last translation saw, with the same addition,
+    is taken from it."""
     last, memo = _memo.pods, {}
     changed: dict[str, Pod] = {}
+    stale: set[str] = set()
+    out = []
     for pod in pods:
+        uid = pod.uid
+        if uid not in demands and uid not in held:
+            out.append(pod)
+            continue
         addition = _addition(pod, demands, held)
         if addition is None:
+            out.append(pod)
             continue
-        cached = last.get(pod.uid)
-        if cached is not None and cached[0] is pod and cached[1] == addition:
-            translated = cached[2]
-        else:
-            translated = _pod_with(pod, addition)
-        memo[pod.uid] = (pod, addition, translated)
-        changed[pod.uid] = translated
+        cached = last.get(uid)
+        if cached is None or cached[0] is not pod or (cached[1] is not addition and cached[1] != addition):
+            cached = (pod, addition, _pod_with(pod, addition))
+            stale.add(uid)
+        memo[uid] = cached
+        changed[uid] = cached[2]
+        out.append(cached[2])
+    if len(memo) != len(last) or stale:
+        stale.update(last.keys() - memo.keys())  # translated last time, not now
     _memo.pods = memo
-    return tuple([changed.get(p.uid, p) for p in pods]), changed
+    return tuple(out), changed, stale
 
 
-def _translated_gangs(gangs: Iterable[Gang], changed: Mapping[str, Pod]) -> list[Gang]:
+def _translated_gangs(gangs: Iterable[Gang], changed: Mapping[str, Pod], stale: set[str]) -> list[Gang]:
     """The gangs with their translated members; an equal gang with the same members as in the
-    last translation is taken from it."""
+    last translation is taken from it (the same gang none of whose members' translations is
+    stale, without comparing)."""
     last, memo = _memo.gangs, {}
     out = []
     for gang in gangs:
+        if not gang.members:
+            out.append(gang)
+            continue
+        first = gang.members[0].uid
+        cached = last.get(first)
+        if (
+            cached is not None
+            and cached[0] is gang
+            and not (stale and any(m.uid in stale for m in gang.members))
+        ):
+            memo[first] = cached
+            out.append(cached[1])
+            continue
         members = tuple([changed.get(m.uid, m) for m in gang.members])
-        if members == gang.members:  # compares by identity first: no member changed
+        if all(map(is_, members, gang.members)):  # no member changed
             out.append(gang)
             continue
         # By its first member's uid (a str, whose hash is kept): a pod is a member of one gang.
         cached = last.get(members[0].uid)
-        if cached is not None and cached[1].members == members and cached[0] == gang:
+        if (
+            cached is not None
+            and len(cached[1].members) == len(members)
+            and all(map(is_, cached[1].members, members))
+            and (cached[0] is gang or cached[0] == gang)
+        ):
             translated = cached[1]
         else:
             translated = _with(gang, members=members)
@@ -650,7 +794,7 @@ def _translated_gangs(gangs: Iterable[Gang], changed: Mapping[str, Pod]) -> list
 
 
 def _addition(
-    pod: Pod, demands: Mapping[str, _Demand | str], held: Mapping[str, dict[str, int]]
+    pod: Pod, demands: Mapping[str, _Demand | str], held: Mapping[str, _Addition]
 ) -> _Addition | None:
     """What the devices add to a pod, as a comparable value: why its demand is unproven, what its
     claims request (and the node an allocated claim holds it to), or what it holds; None: nothing."""
@@ -658,11 +802,10 @@ def _addition(
     if isinstance(found, str):
         return ("unproven", (), found, ())
     if found is not None:
-        return ("demand", tuple(found.requests.items()), found.node, tuple(found.reach))
-    extra = held.get(pod.uid)
-    if extra:
-        return ("held", tuple(extra.items()), None, ())
-    return None
+        if found.addition is None:  # a demand may be shared by members: its addition too
+            found.addition = ("demand", tuple(found.requests.items()), found.node, tuple(found.reach))
+        return found.addition
+    return held.get(pod.uid)
 
 
 def _pod_with(pod: Pod, addition: _Addition) -> Pod:

@@ -199,3 +199,19 @@ def test_distinct_requests_bound() -> None:
     assert _distinct_requests([2, 2, 2], 3) == 2
     assert _distinct_requests([5], 1) == 5
     assert _distinct_requests([4], 2) == 0
+
+
+def test_a_pass_after_a_claim_is_released_drops_the_devices_from_its_holder_and_gang() -> None:
+    holder = pod("r0").group("r").on("a").started(NOW - 3600).build()
+    held = Claim(
+        "ns", "r0-gpus", spec(2), ((DRIVER, "a", "gpu-0"), (DRIVER, "a", "gpu-1")), "a", (holder.uid,)
+    )
+    running = gang("r").min(1).members(holder).admitted({holder.uid: "a"}).build()
+    snap = snapshot(nodes=[node("a").build()], pods=[holder], gangs=[running])
+    before = with_devices(snap, world(local("a", 4), claims=[held]))
+    assert before.gangs[0].members[0].requests[DRIVER] == 2
+    assert with_devices(snap, world(local("a", 4), claims=[held])).gangs[0] is before.gangs[0]
+    after = with_devices(snap, world(local("a", 4)))  # the same pod and gang records
+    assert DRIVER not in after.pods[0].requests
+    assert DRIVER not in after.gangs[0].members[0].requests
+    assert after.nodes[0].allocatable[DRIVER] == 4
