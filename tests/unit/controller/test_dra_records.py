@@ -74,3 +74,27 @@ def test_where_an_allocated_claim_may_be_used() -> None:
     assert (anywhere.allocated_node, anywhere.allocated_reach) == (None, NodeReach(all_nodes=True))
     unallocated = claim_record({"metadata": {"namespace": "ns", "name": "c"}, "spec": {}})
     assert (unallocated.allocated_node, unallocated.allocated_reach) == (None, None)
+
+
+def test_only_a_pools_newest_complete_generation_counts() -> None:
+    from controller.api import resources
+    from controller.api.store import Store
+
+    def part(name: str, generation: int, count: int, *devices: str, **selection: Any) -> dict[str, Any]:
+        body = raw_slice(**selection, devices=[{"name": d} for d in devices])
+        body["metadata"]["name"] = name
+        body["spec"]["pool"] = {"name": "p", "generation": generation, "resourceSliceCount": count}
+        return body
+
+    store = Store()
+    kind = str(resources.RESOURCE_SLICES)
+    store.upsert_dra(kind, part("old", 1, 1, "d0", allNodes=True))
+    world = store.dra_world()
+    assert world is not None and [d.name for d in world.devices] == ["d0"]
+    # Generation 2 of two slices, one seen so far: incomplete, and it replaces generation 1.
+    store.upsert_dra(kind, part("new-a", 2, 2, "d1", allNodes=True))
+    world = store.dra_world()
+    assert world is not None and world.devices == ()
+    store.upsert_dra(kind, part("new-b", 2, 2, "d2", nodeSelector={"nodeSelectorTerms": []}))
+    world = store.dra_world()
+    assert world is not None and sorted(d.name for d in world.devices) == ["d1", "d2"]
