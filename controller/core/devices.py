@@ -138,10 +138,10 @@ class _DeviceIndex:
     """What follows from the devices and classes alone: kept between passes while both are equal
     (claims change far more often than slices and classes)."""
 
-    def __init__(self, world: DraWorld) -> None:
+    def __init__(self, world: DraWorld, previous: _DeviceIndex | None = None) -> None:
         self.devices = world.devices
         self.classes = world.classes
-        self.selectors = Selectors()
+        self.selectors: Selectors = Selectors(previous.selectors if previous is not None else None)
         self.by_node: dict[str, list[Device]] = defaultdict(list)  # node-local devices
         self.networked: list[Device] = []  # devices a NodeReach reaches
         self.countable: list[Device] = []
@@ -174,7 +174,9 @@ class _DeviceIndex:
     def of(world: DraWorld) -> _DeviceIndex:
         last = _memo.index
         if last is None or last.devices != world.devices or last.classes != world.classes:
-            last = _memo.index = _DeviceIndex(world)
+            if last is not None:
+                last.selectors.forget_previous()  # one generation back at most
+            last = _memo.index = _DeviceIndex(world, last)
         return last
 
 

@@ -215,3 +215,24 @@ def test_a_pass_after_a_claim_is_released_drops_the_devices_from_its_holder_and_
     assert DRIVER not in after.pods[0].requests
     assert DRIVER not in after.gangs[0].members[0].requests
     assert after.nodes[0].allocatable[DRIVER] == 4
+
+
+def test_selectors_built_again_take_what_the_previous_evaluated() -> None:
+    from controller.core.device_cel import Selectors
+
+    evaluated: list[str] = []
+
+    class Counting(Selectors):
+        def _evaluate(self, expression: str, device: Device) -> bool | str:
+            evaluated.append(device.name)
+            return super()._evaluate(expression, device)
+
+    first = Counting()
+    devices = local("a", 2) + local("b", 1, "A100")
+    assert [first.matches(H100, d) for d in devices] == [True, True, False]
+    assert evaluated == ["gpu-0", "gpu-0"]  # devices alike but for their name: one evaluation each
+    again = Counting(first)
+    assert [again.matches(H100, d) for d in devices] == [True, True, False]
+    assert len(evaluated) == 2
+    again.forget_previous()
+    assert again.matches(H100, devices[2]) is False and len(evaluated) == 2
