@@ -66,8 +66,9 @@ class DevicePool:
             node["metadata"]["labels"][POOL_LABEL] = self.name
             self.nodes.append(name)
         self.cluster.apply_objects(nodes)
-        self.cluster.apply_objects([resource_slice_manifest(spec, name) for name in self.nodes[start:]])
-        self.slices += [f"{n}-{DRA_DRIVER}" for n in self.nodes[start:]]
+        if gpus:  # nodes without devices of their own publish no slice
+            self.cluster.apply_objects([resource_slice_manifest(spec, name) for name in self.nodes[start:]])
+            self.slices += [f"{n}-{DRA_DRIVER}" for n in self.nodes[start:]]
         for name in self.nodes[start:]:
             self.cluster.kubectl("wait", "--for=condition=Ready", f"node/{name}", "--timeout=30s")
         return self.nodes[start:]
