@@ -9,7 +9,10 @@ from controller.core import NodeReach, Requirement
 
 
 def raw_slice(**selection: Any) -> dict[str, Any]:
-    spec = {"driver": "gpu.example.com", "pool": {"name": "p", "generation": 2, "resourceSliceCount": 1}}
+    spec: dict[str, Any] = {
+        "driver": "gpu.example.com",
+        "pool": {"name": "p", "generation": 2, "resourceSliceCount": 1},
+    }
     spec |= selection
     spec.setdefault("devices", [{"name": "d0"}, {"name": "d1"}])
     return {"metadata": {"name": "s"}, "spec": spec}

@@ -16,7 +16,7 @@ from controller.core.dra import (
     NodeReach,
     PodClaim,
 )
-from controller.core.model import Admit, Node, Pod, Requirement, Wait
+from controller.core.model import Admit, Gang, Node, Pod, Requirement, Wait
 from controller.core.planner import plan
 from tests.unit.core.builders import NOW, gang, node, pod, snapshot
 
@@ -56,7 +56,7 @@ def first_available(*alternatives: tuple[int, str]) -> ClaimSpec:
     return ClaimSpec((DeviceRequest("gpus", "", alternatives=subs),))
 
 
-def gang_of(n: int, template: str = "t") -> tuple[list[Pod], object]:
+def gang_of(n: int, template: str = "t") -> tuple[list[Pod], Gang]:
     members = [
         replace(pod(f"m{i}").gated().group("g").build(), claims=(PodClaim("gpus", template=template),))
         for i in range(n)
