@@ -52,6 +52,7 @@ from controller.core.dra import (
     DeviceClass,
     DeviceRequest,
     DraWorld,
+    NodeReach,
     PodClaim,
 )
 from controller.core.fit import pod_allows_node
@@ -135,6 +136,7 @@ __all__ = [
     "InvalidRequests",
     "NewRequest",
     "Node",
+    "NodeReach",
     "OwnerRef",
     "Placement",
     "Plan",

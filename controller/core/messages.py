@@ -726,10 +726,7 @@ def device_selector_failed(device_class: str, error: str) -> str:
 
 
 def device_constraints_unmodelled(request: str) -> str:
-    return (
-        f"request {request}: a matchAttribute constraint over several requests, "
-        "or several constraints, is not modelled"
-    )
+    return f"request {request}: a constraint over several requests, or several constraints, is not modelled"
 
 
 def device_claim_missing(name: str) -> str:
@@ -766,7 +763,7 @@ DEVICE_SHARED_COUNTERS = "shared counters"
 DEVICE_CAPACITY_REQUESTS = "capacity requests"
 DEVICE_TOLERATIONS = "device tolerations"
 DEVICE_NO_EXACTLY = "no exactly request"
-DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute"
+DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute or distinctAttribute"
 
 
 def device_allocation_mode(mode: str) -> str:
