@@ -56,6 +56,9 @@ def text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+MAX_DIGITS = 18  # fits an int64, as every integer field of the Kubernetes API
+
+
 def whole_number(value: Any) -> int | None:
     """An integer written in an object or as a label or annotation value: an int, a whole float
     (YAML "3.0") or a string of digits counts, a bool does not; anything else is None."""
@@ -65,8 +68,12 @@ def whole_number(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().removeprefix("-").isdigit():
-        return int(value)
+    if isinstance(value, str):
+        digits = value.strip().removeprefix("-")
+        # ASCII only ("²".isdigit() is True, int("²") raises) and bounded (int() of thousands of
+        # digits raises too): a value a tenant writes must never stop a pass.
+        if digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS:
+            return int(value)
     return None
 
 

@@ -29,6 +29,10 @@ _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|
 MILLI_RESOURCES = frozenset({"cpu"})
 
 
+MAX_QUANTITY_CHARS = 64
+MAX_EXPONENT = 64  # far beyond any real quantity (an exabyte is 1e18)
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -42,6 +46,10 @@ def parse_fraction(value: str | int | float) -> Fraction:
     if isinstance(value, float):
         return Fraction(Decimal(repr(value)))
     text = value.strip()
+    # Bounded like the API server's own quantities: a tenant's CEL selector can hold any string,
+    # and 10 ** 999999999 would stall the planning pass for minutes.
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise QuantityError(f"quantity longer than {MAX_QUANTITY_CHARS} characters")
     match = _QUANTITY.match(text)
     if match is None:
         raise QuantityError(f"not a Kubernetes quantity: {value!r}")
@@ -51,7 +59,10 @@ def parse_fraction(value: str | int | float) -> Fraction:
     except InvalidOperation as err:  # pragma: no cover - the regex admits only decimals
         raise QuantityError(f"not a Kubernetes quantity: {value!r}") from err
     if exponent:
-        return amount * Fraction(10) ** int(exponent[1:])
+        power = int(exponent[1:])
+        if abs(power) > MAX_EXPONENT:
+            raise QuantityError(f"quantity exponent out of range: {value!r}")
+        return amount * Fraction(10) ** power
     if suffix in _BINARY:
         return amount * _BINARY[suffix]
     return amount * _DECIMAL[suffix or ""]

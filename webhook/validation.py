@@ -12,14 +12,15 @@ from functools import lru_cache
 from shared import constants as c
 from shared import topology
 from shared.grouplink import LABEL_VALUE_MAX
+from shared.jsonread import whole_number
 
 # Kubernetes label values: at most 63 characters, alphanumeric at both ends.
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 def _is_int(value: str, minimum: int) -> bool:
-    stripped = value.strip()
-    return stripped.isascii() and stripped.isdigit() and len(stripped) <= 9 and int(stripped) >= minimum
+    number = whole_number(value) if len(value.strip()) <= 9 else None
+    return number is not None and number >= minimum
 
 
 def _positive(value: str) -> bool:

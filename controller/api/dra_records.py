@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from controller.api.node_selectors import selector_terms
 from controller.core import (
     AttributeValue,
     Claim,
@@ -16,6 +17,7 @@ from controller.core import (
     DeviceClass,
     DeviceRequest,
     GroupClaim,
+    NodeReach,
     PodClaim,
 )
 from controller.core import (
@@ -65,16 +67,31 @@ def _qualified(name: str, driver: str) -> str:
     return name if "/" in name else f"{driver}/{name}"
 
 
+def _node_selection(raw: Mapping[str, Any]) -> tuple[str | None, NodeReach | None]:
+    """Where a slice's (or, with ``perDeviceNodeSelection``, a device's) devices are reachable
+    from: one node, or the nodes of a NodeReach; neither (a selection not known) reaches none."""
+    if raw.get("nodeName"):
+        return str(raw["nodeName"]), None
+    if raw.get("allNodes"):
+        return None, NodeReach(all_nodes=True)
+    if isinstance(raw.get("nodeSelector"), Mapping):
+        return None, NodeReach(terms=selector_terms(raw["nodeSelector"]))
+    return None, None
+
+
 def slice_record(raw: JsonObject) -> SliceRecord:
     spec = _obj(raw.get("spec"))
     driver = str(spec.get("driver") or "")
     pool = _obj(spec.get("pool"))
     pool_name = str(pool.get("name") or "")
     generation = int(pool.get("generation") or 0)
-    node = spec.get("nodeName") or None  # nodeSelector / allNodes: not reachable from one node here
+    per_device = bool(spec.get("perDeviceNodeSelection"))
+    node, reach = _node_selection(spec)
     devices = []
     for item in _list(spec.get("devices")):
         device = _obj(item)
+        if per_device:
+            node, reach = _node_selection(device)
         attributes: dict[str, AttributeValue] = {}
         for name, value in _obj(device.get("attributes")).items():
             parsed = _attribute(_obj(value))
@@ -98,11 +115,12 @@ def slice_record(raw: JsonObject) -> SliceRecord:
                 driver,
                 pool_name,
                 str(device.get("name") or ""),
-                str(node) if node else None,
+                node,
                 attributes,
                 capacity,
                 unmodelled,
                 generation,
+                reach,
             )
         )
     return SliceRecord(
@@ -162,19 +180,36 @@ def claim_spec(spec: Mapping[str, Any]) -> ClaimSpec:
                 DeviceRequest(name, "", unmodelled=msg.device_request_unmodelled(name, msg.DEVICE_NO_EXACTLY))
             )
     matches: list[tuple[str, tuple[str, ...]]] = []
+    distinct: list[tuple[str, tuple[str, ...]]] = []
     unmodelled = None
     for item in _list(devices.get("constraints")):
         constraint = _obj(item)
+        names = tuple(str(n) for n in _list(constraint.get("requests")))
         if constraint.get("matchAttribute"):
-            names = tuple(str(n) for n in _list(constraint.get("requests")))
             matches.append((str(constraint["matchAttribute"]), names))
+        elif constraint.get("distinctAttribute"):
+            distinct.append((str(constraint["distinctAttribute"]), names))
         else:
             unmodelled = msg.device_claim_unmodelled(msg.DEVICE_OTHER_CONSTRAINT)
-    return ClaimSpec(tuple(requests), tuple(matches), unmodelled)
+    return ClaimSpec(tuple(requests), tuple(matches), unmodelled, tuple(distinct))
 
 
 def template_record(raw: JsonObject) -> ClaimSpec:
     return claim_spec(_obj(_obj(_obj(raw.get("spec")).get("spec"))))
+
+
+def _allocated_nodes(allocation: Mapping[str, Any]) -> tuple[str | None, NodeReach | None]:
+    """Where an allocation may be used: one node (a single ``metadata.name In [node]``), or the
+    nodes its selector matches, or (no selector: devices every node reaches) any node."""
+    selector = allocation.get("nodeSelector")
+    if not isinstance(selector, Mapping):
+        return None, NodeReach(all_nodes=True)
+    terms = selector_terms(selector)
+    if len(terms) == 1 and len(terms[0]) == 1:
+        only = terms[0][0]
+        if only.field and only.key == "metadata.name" and only.operator == "In" and len(only.values) == 1:
+            return only.values[0], None
+    return None, NodeReach(terms=terms)
 
 
 def claim_record(raw: JsonObject) -> Claim:
@@ -185,12 +220,7 @@ def claim_record(raw: JsonObject) -> Claim:
     allocated = tuple(
         (str(_obj(r).get("driver")), str(_obj(r).get("pool")), str(_obj(r).get("device"))) for r in results
     )
-    node = None
-    for term in _list(_obj(allocation.get("nodeSelector")).get("nodeSelectorTerms")):
-        for field in _list(_obj(term).get("matchFields")):
-            values = _list(_obj(field).get("values"))
-            if _obj(field).get("key") == "metadata.name" and len(values) == 1:
-                node = str(values[0])
+    node, reach = _allocated_nodes(allocation) if allocated else (None, None)
     consumers = [_obj(r) for r in _list(status.get("reservedFor"))]
     reserved = tuple(str(r.get("uid")) for r in consumers if r.get("uid"))
     groups = tuple(
@@ -201,7 +231,7 @@ def claim_record(raw: JsonObject) -> Claim:
     annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
     extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
     spec = claim_spec(_obj(raw.get("spec")))
-    return Claim(namespace, name, spec, allocated, node, reserved, extended, reserved_for_groups=groups)
+    return Claim(namespace, name, spec, allocated, node, reserved, extended, reach, groups)
 
 
 def group_claims(raw: JsonObject) -> tuple[GroupClaim, ...]:

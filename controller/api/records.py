@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.api.dra_records import pod_claims
+from controller.api.node_selectors import requirements as _requirements
 from controller.api.resources import ResourceType
 from controller.core import (
     NODE_NAME_FIELD,
@@ -81,22 +82,6 @@ def node_record(raw: Mapping[str, Any]) -> Node:
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
     )
-
-
-def _requirements(term: Mapping[str, Any]) -> tuple[Requirement, ...]:
-    reqs = []
-    for expr in items(term.get("matchExpressions")):
-        if isinstance(expr, Mapping):
-            values = tuple(str(v) for v in items(expr.get("values")))
-            reqs.append(Requirement(str(expr.get("key", "")), str(expr.get("operator", "")), values))
-    # matchFields: node fields, of which the API allows only metadata.name (the node's name,
-    # which need not equal its kubernetes.io/hostname label).
-    for expr in items(term.get("matchFields")):
-        if isinstance(expr, Mapping):
-            values = tuple(str(v) for v in items(expr.get("values")))
-            key, operator = str(expr.get("key", "")), str(expr.get("operator", ""))
-            reqs.append(Requirement(key, operator, values, field=True))
-    return tuple(reqs)
 
 
 def _requirement_json(req: Requirement) -> dict[str, Any]:
@@ -183,15 +168,22 @@ def _preemptible(labels: Mapping[str, str], annotations: Mapping[str, str]) -> b
     )
 
 
+CONSUME_ANNOTATIONS = frozenset(
+    (constants.CONSUME_PROVISIONING_REQUEST_ANNOTATION, constants.PROVISIONING_CLASS_ANNOTATION)
+)
+
+
 def _kept_annotations(annotations: Mapping[str, str]) -> dict[str, str]:
-    """Phalanx's own annotations, the group links and Kueue's topology requests: all a planning
-    pass reads (memory)."""
+    """Phalanx's own annotations, the group links, Kueue's topology requests and the autoscaler's
+    consume annotations (the lifting patch must not change a pod's own): all the controller reads
+    (memory)."""
     return {
         k: v
         for k, v in annotations.items()
         if k.startswith(constants.DOMAIN)
         or k in constants.GROUP_LINK_ANNOTATIONS
         or k in KUEUE_TOPOLOGY_ANNOTATIONS
+        or k in CONSUME_ANNOTATIONS
     }
 
 

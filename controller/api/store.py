@@ -106,6 +106,10 @@ class Store:
         records = self.podgroup_records(key)
         return next((r for r in records if not r.managed), records[0] if records else None)
 
+    def podgroup_uid(self, key: GangKey) -> str | None:
+        record = self.podgroup(key)
+        return record.uid if record is not None else None
+
     # ---- what this process wrote and the informers have not delivered yet -------------------------
     # Cached records are never changed in place: an assumption replaces the cached record, so a
     # view built from the old one stays as it was.

@@ -55,6 +55,7 @@ from controller.core.dra import (
     DeviceRequest,
     DraWorld,
     GroupClaim,
+    NodeReach,
     PodClaim,
 )
 from controller.core.fit import pod_allows_node
@@ -139,6 +140,7 @@ __all__ = [
     "InvalidRequests",
     "NewRequest",
     "Node",
+    "NodeReach",
     "OwnerRef",
     "Placement",
     "Plan",

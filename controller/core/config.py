@@ -10,7 +10,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 BLOCK_LABEL = "topology.kubernetes.io/block"
 RACK_LABEL = "topology.kubernetes.io/rack"
 NVLINK_LABEL = "nvidia.com/gpu.clique"  # one NVLink domain (GPU Feature Discovery's label)
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+HOSTNAME_LABEL = constants.HOSTNAME_LABEL
 DEFAULT_TOPOLOGY = "default"
 # The default topology's levels, widest first: labels no node carries are simply not used.
 DEFAULT_LEVELS = (ZONE_LABEL, BLOCK_LABEL, RACK_LABEL, NVLINK_LABEL, HOSTNAME_LABEL)

@@ -116,15 +116,45 @@ def device_variables(device: Device) -> dict[str, Any]:
 
 class Selectors:
     """Compiled expressions and their results, by what a device shows a selector (devices alike
-    but for their name share one evaluation)."""
+    but for their name share one evaluation). Built again when the devices change, it takes from
+    the ``previous`` one what is still asked, so a node joining does not evaluate every device
+    again, and keeps only that."""
 
-    def __init__(self) -> None:
+    def __init__(self, previous: Selectors | None = None) -> None:
         self._programs: dict[str, Any] = {}
         self._context: Any = None
         self._results: dict[tuple[str, Any], bool | str] = {}
+        self._shapes: dict[int, tuple[Device, Any]] = {}  # by id(device), kept with the device
+        self._previous = previous
+
+    def forget_previous(self) -> None:
+        """Once everything is asked that will be: the previous one's results may go."""
+        self._previous = None
+
+    def _shape(self, device: Device) -> Any:
+        """What a selector can see of a device (not its name), as a key."""
+        found = self._shapes.get(id(device))
+        if found is None or found[0] is not device:
+            if self._previous is not None:
+                found = self._previous._shapes.get(id(device))
+            if found is None or found[0] is not device:
+                found = (
+                    device,
+                    (
+                        device.driver,
+                        tuple(sorted(device.attributes.items())),
+                        tuple(sorted(device.capacity.items())),
+                    ),
+                )
+            self._shapes[id(device)] = found
+        return found[1]
 
     def _program(self, expression: str) -> Any:
         program = self._programs.get(expression)
+        if program is None and self._previous is not None:
+            program = self._previous._programs.get(expression)
+            if program is not None:
+                self._programs[expression] = program
         if program is None:
             try:
                 program = _cel().compile(expression)
@@ -135,13 +165,13 @@ class Selectors:
 
     def matches(self, expression: str, device: Device) -> bool:
         """Does the device satisfy the expression? Raises SelectorError when that cannot be told."""
-        key = (
-            expression,
-            (device.driver, tuple(sorted(device.attributes.items())), tuple(sorted(device.capacity.items()))),
-        )
+        key = (expression, self._shape(device))
         found = self._results.get(key)
         if found is None:
-            found = self._evaluate(expression, device)
+            if self._previous is not None:
+                found = self._previous._results.get(key)
+            if found is None:
+                found = self._evaluate(expression, device)
             self._results[key] = found
         if isinstance(found, str):
             raise SelectorError(found)

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # model imports this module
+    from controller.core.model import NodeSelectorTerm
 
 # A device attribute's value: bool, int, string, or a version (a semver string, kept tagged).
 AttributeValue = bool | int | str | tuple[str, str]
@@ -14,11 +18,20 @@ DeviceId = tuple[str, str, str]  # (driver, pool, device)
 
 
 @dataclass(frozen=True, slots=True)
+class NodeReach:
+    """The nodes a device not local to one node is reachable from (a ResourceSlice's ``allNodes``
+    or ``nodeSelector``): every node, or those one of the terms matches."""
+
+    all_nodes: bool = False
+    terms: tuple[NodeSelectorTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     driver: str
     pool: str
     name: str
-    node: str | None  # the node of a node-local slice; None: not reachable from one node
+    node: str | None  # the node of a node-local slice; None: see ``reach``
     # Fully qualified attribute names ("gpu.example.com/model") -> value.
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     # Fully qualified capacity names -> the quantity in milli-units.
@@ -26,6 +39,9 @@ class Device:
     # Why the scheduler may refuse it in ways not modelled (taints, shared counters), or None.
     unmodelled: str | None = None
     generation: int = 0  # its pool's generation: only the newest counts
+    # The nodes a network-attached device is reachable from (``node`` is then None); a device with
+    # neither is reachable from no node the planner knows of and never counts.
+    reach: NodeReach | None = None
 
     @property
     def id(self) -> DeviceId:
@@ -57,7 +73,9 @@ class ClaimSpec:
     requests: tuple[DeviceRequest, ...] = ()
     # constraints[].matchAttribute, with the requests each names (empty: all of the claim's).
     match_attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    unmodelled: str | None = None  # e.g. distinctAttribute constraints, config not understood
+    unmodelled: str | None = None  # e.g. a constraint of a kind not known
+    # constraints[].distinctAttribute, likewise.
+    distinct_attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +88,8 @@ class Claim:
     reserved_for: tuple[str, ...] = ()  # pod uids
     # Made by the scheduler for a pod's extended-resource request (the pod's own requests count it).
     extended: bool = False
+    # Allocated to devices several nodes reach: the nodes its users may run on (all_nodes: any).
+    allocated_reach: NodeReach | None = None
     # Native PodGroups it is reserved for (a PodGroup-level claim): their pods hold it.
     reserved_for_groups: tuple[str, ...] = ()
 

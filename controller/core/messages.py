@@ -233,6 +233,13 @@ def topology_key_twice(levels: str) -> str:
     return f"{levels!r}: a node label key appears twice"
 
 
+def slice_size_not_a_number() -> str:
+    return (
+        "the slice size (phalanx.io/topology-slice-size, kueue.x-k8s.io/podset-slice-size) "
+        "is not a whole number"
+    )
+
+
 def slice_incomplete() -> str:
     return (
         "a slice needs both a level (phalanx.io/topology-slice-required) and a size "
@@ -719,10 +726,7 @@ def device_selector_failed(device_class: str, error: str) -> str:
 
 
 def device_constraints_unmodelled(request: str) -> str:
-    return (
-        f"request {request}: a matchAttribute constraint over several requests, "
-        "or several constraints, is not modelled"
-    )
+    return f"request {request}: a constraint over several requests, or several constraints, is not modelled"
 
 
 def device_claim_missing(name: str) -> str:
@@ -763,7 +767,7 @@ DEVICE_SHARED_COUNTERS = "shared counters"
 DEVICE_CAPACITY_REQUESTS = "capacity requests"
 DEVICE_TOLERATIONS = "device tolerations"
 DEVICE_NO_EXACTLY = "no exactly request"
-DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute"
+DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute or distinctAttribute"
 
 
 def device_allocation_mode(mode: str) -> str:
@@ -796,6 +800,10 @@ def autoscaler_blind() -> str:
 
 def provisioning_condition(reason: str, message: str) -> str:
     return ": ".join(part for part in (reason, message.rstrip(".")) if part)
+
+
+def not_the_gangs(kind: str, namespace: str, name: str) -> str:
+    return f"{kind} {namespace}/{name} exists and is not controlled by the gang's PodGroup"
 
 
 def provisioning_requested(name: str, class_name: str) -> str:

@@ -360,6 +360,14 @@ class Wait:
     timed_out: bool = False  # schedule timeout passed (PodGroup turns Failed/SchedulingTimeout)
     # Reason RESERVED: the nodes reserved for this starving gang in this pass (sorted).
     reserved_nodes: tuple[str, ...] = ()
+    # A capacity wait its queue's limit leaves room to ask the autoscaler for, counting what the
+    # gangs planned before it in this pass ask for (--provisioning-requests).
+    may_ask: bool = True
+
+
+# The waits that only more nodes can end. Not WAITING_FOR_MEMBERS, QUEUE_LIMIT, PREEMPTING,
+# RESERVED or BLOCKED_BY_RESERVATION: members, a queue or nodes already promised end those.
+CAPACITY_WAITS = frozenset({Reason.INSUFFICIENT_CAPACITY, Reason.UNSCHEDULABLE})
 
 
 @dataclass(frozen=True, slots=True)

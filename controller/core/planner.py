@@ -40,6 +40,7 @@ from controller.core.capacity import GPU
 from controller.core.config import PlannerConfig
 from controller.core.devices import gpu_resource_of, with_devices
 from controller.core.model import (
+    CAPACITY_WAITS,
     Admit,
     Decision,
     Gang,
@@ -315,12 +316,14 @@ class PlanningPass:
         timeout = self._timeout(gang)
         return timeout is not None and self.now > gang.wait_start + timeout
 
-    def _wait(self, gang: Gang, reason: Reason, text: str, timed_out: bool, **extra: tuple[str, ...]) -> Wait:
+    def _wait(
+        self, gang: Gang, reason: Reason, text: str, timed_out: bool, reserved_nodes: tuple[str, ...] = ()
+    ) -> Wait:
         if timed_out:
             timeout = self._timeout(gang)
             if timeout is not None:
                 text = msg.timed_out(text, timeout)
-        return Wait(gang.key, reason, text, timed_out, **extra)
+        return Wait(gang.key, reason, text, timed_out, reserved_nodes)
 
     def _is_admitted(self, gang: Gang) -> bool:
         """Admitted and still running: new gated members join it one by one. Once no admitted member
@@ -660,7 +663,16 @@ class PlanningPass:
         demand = self._demand(required, self._within(gang), gang)
         nodes = self._try_place(demand, extra)
         if nodes is None:
-            return self._cannot_fit(gang, demand, timed_out)
+            decision = self._cannot_fit(gang, demand, timed_out)
+            if (
+                isinstance(decision, Wait)
+                and decision.reason in CAPACITY_WAITS
+                and book is not None
+                and queue is not None
+                and not book.ask(queue, total_requests(required))
+            ):
+                return replace(decision, may_ask=False)
+            return decision
         self.state.drop_held(gang.key)
         started = [p for p in pending if p.uid in nodes]
         if book is not None and queue is not None:

@@ -20,17 +20,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from controller.core import messages as msg
-from controller.core.model import Admit, Decision, Gang, GangKey, Pod, Reason, Wait
+from controller.core.model import CAPACITY_WAITS, Admit, Decision, Gang, GangKey, Pod, Wait
 from controller.core.ordering import member_order
 from controller.core.state import is_live
 
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 PROVISIONING_CLASSES = (BEST_EFFORT_ATOMIC, CHECK_CAPACITY)
-
-# The waits that only more nodes can end. Not WAITING_FOR_MEMBERS, QUEUE_LIMIT, PREEMPTING,
-# RESERVED or BLOCKED_BY_RESERVATION: members, a queue or nodes already promised end those.
-CAPACITY_WAITS = frozenset({Reason.INSUFFICIENT_CAPACITY, Reason.UNSCHEDULABLE})
 
 # A ProvisioningRequest's name is at most 253 characters; the gang's name is cut to leave room.
 _NAME_ROOM = 200
@@ -177,6 +173,8 @@ def wants_capacity(gang: Gang, decision: Decision | None) -> bool:
     """Does this gang wait for capacity, and for nothing else?"""
     if not isinstance(decision, Wait) or decision.timed_out or decision.reason not in CAPACITY_WAITS:
         return False
+    if not decision.may_ask:
+        return False  # its queue's limit is spoken for by the gangs asking before it
     live = [m for m in gang.members if is_live(m)]
     return len(live) >= gang.min_member and not gang.admitted and bool(_waiting(gang))
 

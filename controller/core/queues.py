@@ -240,6 +240,7 @@ class QueueBook:
         self._gangs = gangs
         self._valid: dict[str, bool] = {}  # queue name -> a leaf that takes gangs
         self._limits: dict[str, list[tuple[str, str, int]]] = {}  # leaf -> (queue, resource, limit)
+        self._asked: dict[str, Amounts] = {}  # queue -> room asked of the autoscaler in this pass
         # Declared resources take part in fairness; the GPU always does.
         names = {gpu_resource}
         for spec in self.tree.queues.values():
@@ -292,8 +293,8 @@ class QueueBook:
 
     # ---- limits ----------------------------------------------------------------------------------
 
-    def over_limit(self, queue: str, request: Mapping[str, int]) -> str | None:
-        """Why ``request`` would take ``queue`` or an ancestor beyond a limit, or None."""
+    def _limits_of(self, queue: str) -> list[tuple[str, str, int]]:
+        """(queue, resource, limit) of ``queue`` and its ancestors."""
         limits = self._limits.get(queue)
         if limits is None:
             limits = self._limits[queue] = [
@@ -302,7 +303,11 @@ class QueueBook:
                 for resource, spec in sorted(self.tree.queues[q].resources.items())
                 if spec.limit is not None
             ]
-        for q, resource, limit in limits:
+        return limits
+
+    def over_limit(self, queue: str, request: Mapping[str, int]) -> str | None:
+        """Why ``request`` would take ``queue`` or an ancestor beyond a limit, or None."""
+        for q, resource, limit in self._limits_of(queue):
             amount = request.get(resource, 0)
             used = self.usage[q].get(resource, 0)
             if amount > 0 and used + amount > limit:
@@ -319,6 +324,19 @@ class QueueBook:
                 break
             out.append(pod)
         return out
+
+    def ask(self, queue: str, request: Mapping[str, int]) -> bool:
+        """May a gang of ``queue`` waiting for capacity ask the autoscaler for ``request``, beside
+        what gangs before it in this pass asked for? Records the ask when it may: ten gangs that each
+        fit a queue's limit must not together ask for ten times the room it allows."""
+        for q, resource, limit in self._limits_of(queue):
+            amount = request.get(resource, 0)
+            used = self.usage[q].get(resource, 0) + self._asked.get(q, {}).get(resource, 0)
+            if amount > 0 and used + amount > limit:
+                return False
+        for q in self.tree.path(queue):
+            add(self._asked.setdefault(q, {}), request)
+        return True
 
     def book(self, queue: str, request: Mapping[str, int], sign: int = 1) -> None:
         for q in self.tree.path(queue):

@@ -87,6 +87,8 @@ def invalid(gang: Gang, config: PlannerConfig) -> str | None:
     if request.name is not None and config.levels(request.name) is None:
         return msg.topology_unknown(request.name, [name for name, _ in config.topologies])
     if request.slice_key or request.slice_size:
+        if request.slice_size < 0:
+            return msg.slice_size_not_a_number()
         if not request.slice_key or request.slice_size < 1:
             return msg.slice_incomplete()
         if gang.min_member % request.slice_size:

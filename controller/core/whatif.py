@@ -41,8 +41,7 @@ from controller.core.model import (
 from controller.core.placement import best_partial
 from controller.core.planner import Demand, PlanningPass
 from controller.core.state import PassState, is_live
-
-HOSTNAME = "kubernetes.io/hostname"
+from shared.constants import HOSTNAME_LABEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +311,7 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
 
 def _node_type(node: Node, config: PlannerConfig) -> tuple[object, ...]:
     """Nodes alike but for their name and place (hostname, the topologies' levels) are one kind of node."""
-    own = {HOSTNAME, *(key for _, levels in config.topologies for key in levels)}
+    own = {HOSTNAME_LABEL, *(key for _, levels in config.topologies for key in levels)}
     labels = tuple(sorted((k, v) for k, v in node.labels.items() if k not in own))
     return (tuple(sorted(node.allocatable.items())), labels, node.taints)
 
@@ -354,7 +353,7 @@ def add_nodes(
                 name = f"{like.name}-new-{i}"
                 while name in taken:
                     name += "x"
-                copies.append(replace(like, name=name, labels={**like.labels, HOSTNAME: name}))
+                copies.append(replace(like, name=name, labels={**like.labels, HOSTNAME_LABEL: name}))
             return starts(replace(snapshot, nodes=(*snapshot.nodes, *copies)), key, config)
 
         count = _smallest(least, max_nodes, works)

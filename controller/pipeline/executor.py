@@ -122,7 +122,7 @@ class Executor:
                     }
                 }
             body: dict[str, object] = {"spec": spec}
-            if annotations:
+            if annotations and not _overwrites(pod, annotations):
                 # E.g. the ProvisioningRequest the pod consumes: set before the scheduler sees it.
                 body["metadata"] = {"annotations": dict(annotations)}
             await self.kube.patch(PODS, pod.namespace, pod.name, body, patch_type="strategic")
@@ -371,3 +371,11 @@ class Executor:
             )
         self.requeued_jobs = waiting > 0
         return waiting
+
+
+def _overwrites(pod: Pod, annotations: Mapping[str, str]) -> bool:
+    """Would setting ``annotations`` change a value the pod already carries (its workload's own
+    consume-provisioning-request, say)? Such a pod keeps its own: the admission policy refuses any
+    other change to a pod's annotations in the lifting patch, and a refused lift would leave that
+    member gated while the rest of its gang starts."""
+    return any(pod.annotations.get(k, v) != v for k, v in annotations.items())

@@ -7,6 +7,7 @@ webhook inferred from the workload, then the configured default.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +23,8 @@ from shared.grouplink import opted_in
 from shared.jsonread import whole_number
 from shared.podgroup import ADMITTED_PHASES, ConditionType, Phase
 from shared.quantities import QuantityError, parse_resources
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +202,12 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
             conflict.second_from,
         )
         return None, GangTopology(conflict=text)
-    size = ask.slice_size
+    size = whole_number(ask.slice_size) if ask.slice_size else 0
     return ask.required, GangTopology(
         name=ask.name,
         preferred=ask.preferred,
         slice_key=ask.slice_key,
-        slice_size=int(size) if size and size.isdigit() else (-1 if size else 0),
+        slice_size=size if size is not None and size >= 0 else -1,  # -1: not a number (InvalidSpec)
     )
 
 
@@ -236,13 +239,21 @@ def _waiting_since(record: PodGroupRecord, members: list[Pod], now: float) -> fl
         return min(waiting)
     if live:
         return min(p.created for p in live)  # all placed: nothing waits
-    status = record.parsed_status
-    if status.phase in ADMITTED_PHASES and not any(p.finished for p in members):
+    if _wait_begins_now(record, members):
         # It has just lost its admission (its members were evicted or rolled back) and its owner
         # has not recreated them yet: a new wait begins now, not when the old one did. A gang with
         # no live member is never reported in an admitted phase, so later passes keep this value.
         return float(math.floor(now))
-    return records.parse_time(status.schedule_start_time)
+    return records.parse_time(record.parsed_status.schedule_start_time)
+
+
+def _wait_begins_now(record: PodGroupRecord, members: list[Pod]) -> bool:
+    """``_waiting_since`` takes the clock: no live member, and the PodGroup still says admitted."""
+    return (
+        not any(is_live(p) for p in members)
+        and record.parsed_status.phase in ADMITTED_PHASES
+        and not any(p.finished for p in members)
+    )
 
 
 def view(
@@ -307,7 +318,11 @@ def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: floa
     if gang.admitted_at is None:
         return None
     running = sum(1 for p in gang.members if p.bound and not p.finished and not p.terminating)
-    finished = sum(1 for p in gang.members if p.finished)
+    # A failed member that its workload replaces (it has a controlling owner) is lost, not over: the
+    # gang runs degraded until the replacement comes, rather than flipping to Failed and back.
+    finished = sum(
+        1 for p in gang.members if p.phase == "Succeeded" or (p.phase == "Failed" and p.owner is None)
+    )
     if running == 0 or running + finished >= min(gang.min_member, recorded or gang.min_member):
         return None
     if any(p.uid in gang.admitted and is_live(p) and not p.bound for p in gang.members):
@@ -316,6 +331,17 @@ def _degraded_since(record: PodGroupRecord, gang: Gang, recorded: int, now: floa
     if previous is not None and previous.get("status") == "True":
         return records.parse_time(previous.get("lastTransitionTime")) or now
     return float(math.floor(now))
+
+
+def _clock_bound(view: GangView) -> bool:
+    """Did building ``view`` read the clock (a wait or a degradation that begins now)? Such a view
+    holds the time of its pass and is built again next pass."""
+    gang = view.gang
+    if gang.degraded_since is not None:
+        degraded = view.podgroup.parsed_status.condition(ConditionType.DEGRADED)
+        if degraded is None or degraded.get("status") != "True":
+            return True
+    return _wait_begins_now(view.podgroup, list(view.members))
 
 
 def settled(record: PodGroupRecord, members: Sequence[Pod], store: Store) -> bool:
@@ -330,12 +356,81 @@ def settled(record: PodGroupRecord, members: Sequence[Pod], store: Store) -> boo
     )
 
 
+class ViewCache:
+    """Gang views kept between passes. A view is a function of the records it was built from --
+    the PodGroup, its members, this process's assumed admission and hold, the parent PodGroup, the
+    namespace's default queue -- and of the store's tables every view reads (PriorityClasses,
+    workload sizes, disruption budgets). Records are never changed in place (the store replaces
+    them), so the identities of those inputs tell whether a view can be reused; a view that read
+    the clock is never reused. A steady cluster of many running gangs then costs a pass little more
+    than the gangs that changed."""
+
+    def __init__(self) -> None:
+        self._views: dict[GangKey, tuple[tuple[object, ...], GangView]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def tables(store: Store) -> tuple[object, ...]:
+        """What every view reads from the store's shared tables, by identity (once per pass)."""
+        return (
+            tuple(map(id, store.priority_classes.values())),
+            tuple(store.priority_classes),
+            tuple(map(id, store.workload_sizes.values())),
+            tuple(store.workload_sizes),
+            tuple(map(id, store.budgets.values())),
+        )
+
+    @staticmethod
+    def inputs(
+        record: PodGroupRecord, members: Sequence[Pod], store: Store, budgeted: Mapping[str, Pod]
+    ) -> tuple[object, ...]:
+        parent = record.spec.parent_pod_group
+        return (
+            id(record),
+            tuple(id(p) for p in members),
+            tuple(b.disruption_budget for p in members if (b := budgeted.get(p.uid)) is not None),
+            id(store.assumed_admission(record.key)),
+            id(store.hold_of(record.key)),
+            id(store.podgroup(GangKey(record.namespace, parent))) if parent else None,
+            store.queues.namespace_queue.get(record.namespace),
+        )
+
+    def view(
+        self,
+        record: PodGroupRecord,
+        members: Sequence[Pod],
+        store: Store,
+        now: float,
+        budgeted: Mapping[str, Pod],
+        tables: tuple[object, ...],
+    ) -> GangView:
+        key = (tables, *self.inputs(record, members, store, budgeted))
+        found = self._views.get(record.key)
+        if found is not None and found[0] == key:
+            self.hits += 1
+            return found[1]
+        self.misses += 1
+        built = view(record, store, now, budgeted)
+        if _clock_bound(built):
+            self._views.pop(record.key, None)
+        else:
+            self._views[record.key] = (key, built)
+        return built
+
+    def keep_only(self, keys: Iterable[GangKey]) -> None:
+        """Forget the views of gangs a pass no longer holds."""
+        kept = set(keys)
+        for key in [k for k in self._views if k not in kept]:
+            del self._views[key]
+
+
 def snapshot(
-    store: Store, now: float, skip_settled: bool = False
+    store: Store, now: float, skip_settled: bool = False, cache: ViewCache | None = None
 ) -> tuple[Snapshot, dict[GangKey, GangView]]:
     """The core's input and a view of each gang. ``skip_settled`` (the reconciler's passes) leaves
     finished gangs out: completed Jobs linger until deleted, and every pass would otherwise rebuild
-    their views and statuses."""
+    their views and statuses. ``cache`` reuses the views of gangs whose records did not change."""
     # Pods a PodDisruptionBudget selects carry its name, in the pod list and in their gang alike.
     budgeted: dict[str, Pod] = {}
     if store.budgets:
@@ -344,6 +439,7 @@ def snapshot(
             if budget is not None:
                 budgeted[pod.uid] = _with_budget(pod, budget)
     views = {}
+    tables: tuple[object, ...] | None = None
     for key in sorted(store.gang_keys(), key=lambda k: (k.namespace, k.name)):
         record = store.podgroup(key)
         if record is None or key.namespace in store.terminating_namespaces:
@@ -355,7 +451,16 @@ def snapshot(
         if skip_settled and settled(record, members, store):
             continue
         if key.namespace in store.opted_in or any(p.gated or opted_in(p.labels) for p in members):
-            views[key] = view(record, store, now, budgeted)
+            try:
+                if cache is None:
+                    views[key] = view(record, store, now, budgeted)
+                else:
+                    tables = tables if tables is not None else cache.tables(store)
+                    views[key] = cache.view(record, members, store, now, budgeted, tables)
+            except Exception:  # one gang's unforeseen input must not stop every gang's pass
+                log.exception("gang left out of the pass", extra={"gang": str(key)})
+    if cache is not None:
+        cache.keep_only(views)
     pods = (budgeted.get(uid, pod) for uid, pod in store.pods.items())
     snap = Snapshot(
         nodes=tuple(sorted(store.nodes.values(), key=lambda n: n.name)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from typing import Any
 
 from controller.api import resources as r
@@ -46,11 +46,19 @@ _OUTCOMES = {
 }
 
 
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controlling owner (ownerReferences with controller: true)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return str(ref.get("uid", "")) or None
+    return None
+
+
 def read_request(obj: Mapping[str, Any]) -> ProvisioningRequestState | None:
     """A ProvisioningRequest Phalanx made, or None if it is not one (no gang label)."""
     meta = obj.get("metadata") or {}
     gang = (meta.get("labels") or {}).get(constants.POD_GROUP_LABEL)
-    if not gang:
+    if not gang or not isinstance(gang, str):
         return None
     annotations = meta.get("annotations") or {}
     try:
@@ -94,9 +102,13 @@ class Provisioner:
         events: EventRecorder,
         metrics: ControllerMetrics,
         clock: Callable[[], float],
+        podgroup_uid: Callable[[GangKey], str | None],
         refresh_seconds: float = 2.0,
     ) -> None:
         self.kube = kube
+        # A request counts as Phalanx's only when its gang's PodGroup controls it: the label alone
+        # is anybody's to write (the admission policy phalanx-capacity-requests refuses that too).
+        self.podgroup_uid = podgroup_uid
         self.config = config
         self.events = events
         self.metrics = metrics
@@ -116,8 +128,9 @@ class Provisioner:
     def in_flight(self) -> bool:
         return bool(self._requests)
 
-    async def refresh(self) -> list[ProvisioningRequestState]:
-        """The requests Phalanx made, listed again when the last list is older than the refresh."""
+    async def refresh(self) -> list[ProvisioningRequestState] | None:
+        """The requests Phalanx made, listed again when the last list is older than the refresh;
+        None while the API server does not serve them (the autoscaler's CRD is not installed)."""
         now = self.clock()
         if self._listed_at is not None and now - self._listed_at < self.refresh_seconds:
             return self.requests
@@ -129,6 +142,7 @@ class Provisioner:
                 self._unserved = True
             if err.not_found:
                 self._requests.clear()
+                return None  # nothing can be asked: no request is decided, none reported as made
             return self.requests
         self._unserved = False
         self._listed_at = now
@@ -136,7 +150,7 @@ class Provisioner:
         self._template_names.clear()
         for item in items:
             state = read_request(item)
-            if state is not None:
+            if state is not None and controller_uid(item) == self.podgroup_uid(state.gang):
                 key = (state.namespace, state.name)
                 self._requests[key] = state
                 pod_sets = (item.get("spec") or {}).get("podSets") or []
@@ -153,11 +167,11 @@ class Provisioner:
     ) -> None:
         """Delete, create, then tell what changed; ``admitted``: gangs admitted in this pass."""
         for gone in plan.delete:
-            await self._delete(gone)
+            await self._for_gang(gone.gang, self._delete(gone))
         for new in plan.create:
             view = views.get(new.gang)
             if view is not None:
-                await self._create(new, view)
+                await self._for_gang(new.gang, self._create(new, view))
         for key, provisioning in plan.gangs.items():
             view = views.get(key)
             request = self._requests.get((key.namespace, provisioning.request))
@@ -173,6 +187,14 @@ class Provisioner:
             else:
                 message = provisioning.message
             await self._tell(view, request, message)
+
+    async def _for_gang(self, gang: GangKey, work: Coroutine[Any, Any, None]) -> None:
+        """One gang's request work; its failure is logged and retried next pass, and the other
+        gangs' requests go on (a member gone, a template the API server refuses)."""
+        try:
+            await work
+        except ApiError as err:
+            log.warning("ProvisioningRequest not written", extra={"gang": str(gang), "error": str(err)})
 
     async def _delete(self, request: ProvisioningRequestState) -> None:
         key = (request.namespace, request.name)
@@ -251,13 +273,18 @@ class Provisioner:
         )
 
     async def _create_once(self, rt: r.ResourceType, namespace: str, body: Mapping[str, Any]) -> bool:
-        """Create it; False if it exists already (its name is the gang's and the shapes' own)."""
+        """Create it; False if it exists already (its name is the gang's and the shapes' own) and is
+        Phalanx's: controlled by the same PodGroup. One of the same name that is not raises."""
         try:
             await self.kube.create(rt, namespace, body)
         except ApiError as err:
-            if err.conflict:
-                return False
-            raise
+            if not err.conflict:
+                raise
+            name = str(body["metadata"]["name"])
+            found = await self.kube.get(rt, namespace, name)
+            if controller_uid(found) != controller_uid(body):
+                raise ApiError(409, "AlreadyExists", msg.not_the_gangs(rt.kind, namespace, name)) from err
+            return False
         return True
 
     async def _tell(self, view: GangView, request: ProvisioningRequestState, message: str) -> None:

@@ -63,6 +63,18 @@ log = logging.getLogger(__name__)
 REPLAN = "*"  # queue key: capacity changed, no particular gang
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    """A gang's desired status and what it was computed from. A written status changes the
+    PodGroup record, hence the view, so an equal view and decision give the same status again."""
+
+    view: GangView
+    decision: Decision | None
+    note: AutoscalerNote | None
+    wanted: PodGroupStatus
+    stale: bool  # differs from the stored status: to be written
+
+
 class Reconciler:
     def __init__(
         self,
@@ -92,6 +104,9 @@ class Reconciler:
         self.podgroups = PodGroupFactory(kube, store)
         self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
+        # Gang views reused while their records stay the same (None: every pass builds all again).
+        self.views: gangs.ViewCache | None = gangs.ViewCache()
+        self._statuses: dict[GangKey, _Written] = {}  # each gang's status as the last pass saw it
         self.bypass = GateBypassDetector(events, metrics)
         store.subscribe(self.on_change)
 
@@ -133,7 +148,7 @@ class Reconciler:
         started = time.perf_counter()
         requests = await self._provisioning_requests()
         with cyclic_gc_paused():
-            snapshot, views = gangs.snapshot(self.store, now, skip_settled=True)
+            snapshot, views = gangs.snapshot(self.store, now, skip_settled=True, cache=self.views)
             snapshot = booked_first(snapshot, requests)
             the_plan = plan(snapshot, self.planner)
         self.metrics.pass_duration.observe(time.perf_counter() - started)
@@ -369,9 +384,18 @@ class Reconciler:
         pending: Counter[tuple[str, str]] = Counter()
         oldest: dict[str, float] = {}  # queue label -> the earliest wait start of a Pending gang
         known = self.store.queues.records()
+        kept: dict[GangKey, _Written] = {}
         for key, view in views.items():
             decision = decisions.get(key)
-            wanted = status.desired(view, decision, now, notes.get(key))
+            note = notes.get(key)
+            last = self._statuses.get(key)
+            reuse = last is not None and self.views is not None and last.view is view
+            if last is not None and reuse and last.decision == decision and last.note == note:
+                wanted, stale = last.wanted, last.stale  # same records, same decision: same status
+            else:
+                wanted = status.desired(view, decision, now, note)
+                stale = status.differs(view.podgroup.status, wanted)
+            kept[key] = _Written(view, decision, note, wanted, stale)
             if wanted.phase in (Phase.PENDING, Phase.FAILED) and not isinstance(decision, Admit):
                 queue = queue_label(view.gang.queue, known)
                 pending[(str(wanted.reason), queue)] += 1
@@ -387,7 +411,7 @@ class Reconciler:
                     dedupe=decision.reason.value,
                 )
             await self._tell_native_podgroup(view, wanted, now)
-            if not status.differs(view.podgroup.status, wanted):
+            if not stale:
                 continue
             body = wanted.to_json()
             try:
@@ -400,6 +424,7 @@ class Reconciler:
                 if not err.not_found:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})
                     failed.add(key)
+        self._statuses = kept
         self.metrics.pending.clear()
         for (reason, queue), count in pending.items():
             self.metrics.pending.labels(reason=reason, queue=queue).set(count)

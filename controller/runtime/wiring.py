@@ -148,7 +148,11 @@ def wire(
     )
     planner = planner or planner_config(settings)
     provisioning = provisioning_config(settings)
-    provisioner = Provisioner(kube, provisioning, events, metrics, clock) if provisioning.enabled else None
+    provisioner = (
+        Provisioner(kube, provisioning, events, metrics, clock, store.podgroup_uid)
+        if provisioning.enabled
+        else None
+    )
     reconciler = Reconciler(
         kube,
         store,

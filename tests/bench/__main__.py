@@ -8,6 +8,7 @@ import sys
 BENCHES = (
     "bench_core",
     "bench_whatif",
+    "bench_reconcile",
     "bench_memory",
     "bench_webhook",
     "bench_trace",

@@ -51,6 +51,7 @@ class DevicePool:
         self.cluster = cluster
         self.name = f"dra-{uuid.uuid4().hex[:6]}"
         self.nodes: list[str] = []
+        self.slices: list[str] = []
 
     @property
     def selector(self) -> dict[str, str]:
@@ -66,15 +67,30 @@ class DevicePool:
             node["metadata"]["labels"][POOL_LABEL] = self.name
             self.nodes.append(name)
         self.cluster.apply_objects(nodes)
-        self.cluster.apply_objects([resource_slice_manifest(spec, name) for name in self.nodes[start:]])
+        if gpus:  # nodes without devices of their own publish no slice
+            self.cluster.apply_objects([resource_slice_manifest(spec, name) for name in self.nodes[start:]])
+            self.slices += [f"{n}-{DRA_DRIVER}" for n in self.nodes[start:]]
         for name in self.nodes[start:]:
             self.cluster.kubectl("wait", "--for=condition=Ready", f"node/{name}", "--timeout=30s")
         return self.nodes[start:]
 
+    def add_shared(self, gpus: int) -> str:
+        """A slice of network-attached devices every node of this pool reaches (its nodeSelector
+        matches the pool's label); returns the devices' pool name."""
+        name = f"{self.name}-shared"
+        spec = FleetSpec(gpu_nodes=1, gpus_per_node=gpus, cpu_nodes=0, gpus_as=GPUS_DRA)
+        body = resource_slice_manifest(spec, name)
+        del body["spec"]["nodeName"]
+        term = {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": [self.name]}]}
+        body["spec"]["nodeSelector"] = {"nodeSelectorTerms": [term]}
+        self.cluster.apply_objects([body])
+        self.slices.append(body["metadata"]["name"])
+        return name
+
     def delete(self) -> None:
+        if self.slices:
+            self.cluster.kubectl("delete", "resourceslice", *self.slices, "--wait=false", check=False)
         if self.nodes:
-            slices = [f"{n}-{DRA_DRIVER}" for n in self.nodes]
-            self.cluster.kubectl("delete", "resourceslice", *slices, "--wait=false", check=False)
             self.cluster.kubectl("delete", "node", *self.nodes, "--wait=false", check=False)
 
 
@@ -192,6 +208,32 @@ def test_a_gang_one_device_short_holds_every_member_then_starts_whole(
     pool.add(1, gpus=4)
     eventually(lambda: n_bound(cluster, ns, "short") == 3, 60, what="the gang bound whole")
     every_member_on_its_devices(cluster, ns, "short")
+
+
+def test_network_attached_devices_count_once_for_every_node_they_reach(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    cluster, phalanx, ns, pool = env
+    pool.add(2, gpus=0)
+    shared = pool.add_shared(3)
+    apply(cluster, ns, template("one-gpu", claim_spec(1)))
+    # Both nodes reach the same 3 devices: 3 claims fit, not 6.
+    apply(cluster, ns, claim_job("four", pool, 4, template_name="one-gpu"))
+    message = waits_saying(cluster, ns, "four", *SHORT)
+    assert DRA_DEVICE_CLASS in message, message
+    held_through_a_pass(
+        cluster,
+        phalanx,
+        lambda: all(gated(p) and not bound(p) for p in members(cluster, ns, "four")),
+        what="every member of the gang of four gated, none bound",
+    )
+    cluster.kubectl("delete", "job", "four", "-n", ns, "--wait=true")
+    apply(cluster, ns, claim_job("three", pool, 3, template_name="one-gpu"))
+    eventually(lambda: n_bound(cluster, ns, "three") == 3, 60, what="the gang of three bound whole")
+    for pod in members(cluster, ns, "three"):
+        assert pod["spec"]["nodeName"] in pool.nodes
+        for claim in pod_claims(cluster, ns, pod):
+            assert {r["pool"] for r in allocated_devices(claim)} == {shared}
 
 
 def test_members_sharing_one_named_claim_land_where_its_devices_are(

@@ -226,6 +226,35 @@ def test_a_tenant_cannot_forge_the_admission_record(
     stays(lambda: all(gated(p) for p in members(cluster, gang_namespace, "queued")), 3.0, what="still gated")
 
 
+def test_only_the_controller_writes_the_pod_templates_of_capacity_requests(
+    cluster: LocalCluster, gang_namespace: str
+) -> None:
+    """The PodTemplates a ProvisioningRequest names are what the autoscaler provisions for: a tenant
+    may not make or change one labelled with a gang, and the controller may delete only those."""
+    as_tenant = tenant(cluster, gang_namespace)
+    labelled = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "big", "labels": {"phalanx.io/pod-group": "g"}},
+        "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}},
+    }
+    create = ("create", "-n", gang_namespace, "-f", "-")
+    result = cluster.kubectl(*create, *as_tenant, input=json.dumps(labelled), check=False)
+    assert refused(result, "written by the Phalanx controller only"), result.stderr
+
+    plain = {**labelled, "metadata": {"name": "plain"}}
+    cluster.kubectl(*create, *as_tenant, input=json.dumps(plain))  # the tenant's own, unlabelled
+    relabel = ("label", "podtemplate", "plain", "-n", gang_namespace, "phalanx.io/pod-group=g")
+    result = cluster.kubectl(*relabel, *as_tenant, check=False)
+    assert refused(result, "written by the Phalanx controller only"), result.stderr
+    delete = ("delete", "podtemplate", "plain", "-n", gang_namespace, "--dry-run=server")
+    result = cluster.kubectl(*delete, "--as", CONTROLLER, check=False)
+    assert refused(result, "may delete only the podtemplates it made"), result.stderr
+
+    cluster.kubectl(*create, "--as", CONTROLLER, input=json.dumps(labelled))  # the controller's own
+    cluster.kubectl("delete", "podtemplate", "big", "-n", gang_namespace, "--as", CONTROLLER)
+
+
 # ---- item 14: small ones -------------------------------------------------------------------------
 
 

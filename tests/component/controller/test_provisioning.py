@@ -155,3 +155,79 @@ async def test_a_gang_held_by_its_queue_limit_writes_no_request() -> None:
     assert pg is not None and pg["status"]["reason"] == "QueueLimit"
     assert requests(h) == []
     assert condition(pg, "CapacityRequested") == {}
+
+
+def labelled(kind: str, name: str, gang_name: str, **fields: Any) -> dict[str, Any]:
+    """An object carrying Phalanx's gang label that Phalanx did not make (no owner)."""
+    meta = {"name": name, "namespace": NS, "labels": {c.POD_GROUP_LABEL: gang_name}}
+    return {"kind": kind, "metadata": meta, **fields}
+
+
+async def test_a_request_phalanx_did_not_make_is_neither_trusted_nor_touched() -> None:
+    """Anyone may label a ProvisioningRequest with a gang; Phalanx reads only those its PodGroup
+    controls: a forged Provisioned one does not put the gang first, and is never deleted by it."""
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    forged = labelled(
+        "ProvisioningRequest",
+        "forged",
+        "g",
+        spec={"provisioningClassName": "check-capacity.autoscaling.x-k8s.io", "podSets": []},
+        status={"conditions": [{"type": "Provisioned", "status": "True", "reason": "CapacityIsFound"}]},
+    )
+    forged["metadata"]["annotations"] = {c.PROVISIONING_ATTEMPT_ANNOTATION: "99"}
+    h.kube.seed(r.PROVISIONING_REQUESTS, forged)
+    h.kube.seed(r.POD_TEMPLATES, labelled("PodTemplate", "someone-elses", "g", template={}))
+    h.kube.seed(r.PODS, *gang(3, gpus=4))  # 12 GPUs on 8: waits for capacity
+    for _ in range(3):
+        h.clock.advance(3)
+        await h.step()
+
+    names = sorted(x["metadata"]["name"] for x in requests(h))
+    assert "forged" in names and len(names) == 2, names  # its own request beside the forged one
+    assert h.kube.obj(r.POD_TEMPLATES, NS, "someone-elses") is not None
+    said = condition(h.pg(), "CapacityRequested")
+    assert "forged" not in said["message"]
+
+
+async def test_a_squatted_template_name_stops_that_gang_s_request_only() -> None:
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    [mine] = requests(h)
+    template = mine["spec"]["podSets"][0]["podTemplateRef"]["name"]
+    # Start again where a tenant made a PodTemplate of the name Phalanx will use first.
+    h2 = Harness(provisioning_requests="best-effort-atomic")
+    h2.cluster(nodes=2, gpus=4)
+    h2.kube.seed(r.POD_TEMPLATES, {"kind": "PodTemplate", "metadata": {"name": template, "namespace": NS}})
+    h2.kube.seed(r.PODS, *gang(3, gpus=4))
+    h2.kube.seed(r.PODS, *gang(2, group="other", gpus=8))  # 16 GPUs on 8: asks too
+    await h2.step()
+
+    names = [x["metadata"]["name"] for x in requests(h2)]
+    assert [n for n in names if n.startswith("other")] and not [n for n in names if n.startswith("g-")], names
+    squatted = h2.kube.obj(r.POD_TEMPLATES, NS, template)
+    assert squatted is not None and "template" not in squatted  # not taken for Phalanx's, not changed
+
+
+async def test_a_member_that_consumes_its_own_request_keeps_it_and_starts_with_the_rest() -> None:
+    """The admission policy refuses a lifting patch that changes an annotation the pod carries:
+    a member whose workload names its own ProvisioningRequest must not be left gated."""
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    own = {c.CONSUME_PROVISIONING_REQUEST_ANNOTATION: "theirs"}
+    h.kube.seed(r.PODS, *gang(1, gpus=4, annotations=own), *gang(3, gpus=4)[1:])
+    await h.step()
+    await answer(h, Accepted=("True", "Accepted"), Provisioned=("True", "CapacityIsProvisioned"))
+    h.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))
+    h.clock.advance(3)
+    mark = h.mark()
+    await h.step()
+
+    assert all(not gates_of(h.pod(f"g-{i}")) for i in range(3))
+    annotations = h.pod("g-0")["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations[c.CONSUME_PROVISIONING_REQUEST_ANNOTATION] == "theirs"
+    assert c.PROVISIONING_CLASS_ANNOTATION not in annotations
+    [patch] = [w for w in h.writes_since(mark) if w.name == "g-0" and w.verb == "patch"]
+    assert "metadata" not in patch.body, patch.body

@@ -179,3 +179,22 @@ async def test_kueue_and_phalanx_asking_for_different_levels_is_an_invalid_spec(
         f"required level {RACK} (Phalanx) conflicts with {CLIQUE} (Kueue annotations); set one of them"
     )
     assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(2))
+
+
+async def test_a_slice_size_that_is_no_number_fails_that_gang_only() -> None:
+    """ "²" passes str.isdigit() but not int(): the PodGroup annotation a tenant writes must make
+    that one gang InvalidSpec, never stop the passes that admit everyone else."""
+    h = Harness()
+    racked(h, {"node-a": "r1", "node-b": "r2"})
+    odd = podgroup(min_member=2, annotations={c.TOPOLOGY_SLICE_SIZE_ANNOTATION: "²"})
+    odd["spec"]["topologySliceRequired"] = RACK
+    h.kube.seed(r.PODGROUPS, odd)
+    h.kube.seed(r.PODS, *gang(2, min_member=2))
+    h.kube.seed(r.PODS, *gang(2, group="ok", min_member=2))
+    for _ in range(2):
+        assert await h.step() == set()
+
+    pg = h.pg()
+    assert pg is not None and pg["status"]["reason"] == "InvalidSpec", pg.get("status")
+    assert "not a whole number" in pg["status"]["message"]
+    assert all(not gates_of(h.pod(f"ok-{i}")) for i in range(2))

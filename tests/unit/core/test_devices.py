@@ -205,3 +205,10 @@ def test_node_room_follows_a_change_of_devices_or_classes() -> None:
     mapped = replace(world(("a", 2)), classes={DRIVER: replace(CLASS, extended_resource="example.com/gpu")})
     room = with_devices(snap, mapped).nodes[0].allocatable
     assert room.get("example.com/gpu") == 2 and DRIVER not in room
+
+
+def test_a_huge_quantity_in_a_selector_is_an_expression_error_not_a_stalled_pass() -> None:
+    members, g = gang_of(2, "t")
+    huge = (f"device.capacity['{DRIVER}'].memory.compareTo(quantity('1e999999999')) < 0",)
+    decision = decide(world(("a", 8), t=spec(1, huge)), members, g)
+    assert isinstance(decision, Wait) and decision.reason is Reason.DEVICES_UNPROVEN

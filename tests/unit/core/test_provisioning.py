@@ -79,6 +79,9 @@ def test_only_capacity_waits_ask() -> None:
     assert decide_provisioning([g], preempt, [], ON, NOW).create == ()
     # Switched off: nothing.
     assert decide_provisioning([g], waits(), [], ProvisioningConfig(), NOW).create == ()
+    # Its queue's limit is spoken for by the gangs that asked before it in the pass.
+    spoken_for = {KEY: Wait(KEY, Reason.INSUFFICIENT_CAPACITY, "short", may_ask=False)}
+    assert decide_provisioning([g], spoken_for, [], ON, NOW).create == ()
 
 
 def test_a_gang_that_stops_waiting_for_capacity_deletes_its_request() -> None:

@@ -353,3 +353,15 @@ def test_no_plan_takes_a_queue_or_its_parent_beyond_its_limit(seed: int) -> None
         limit = spec.resources[GPU].limit
         assert limit is None or used.get(spec.name, 0) <= limit, (spec.name, used, limit)
         assert result.queues[spec.name].allocated.get(GPU, 0) == used.get(spec.name, 0)
+
+
+def test_gangs_waiting_for_capacity_ask_the_autoscaler_for_no_more_than_their_queue_allows() -> None:
+    """Three 8-GPU gangs of a 16-GPU queue on a cluster with no GPU room: each alone is within the
+    limit, but only the first two planned may ask for nodes, under the parent's limit across teams."""
+    queues = [queue("dept", gpu=(0, 16, 1)), queue("t1", "dept", gpu=(0, 16, 1)), queue("t2", "dept")]
+    gangs = [waiting(f"g{i}", "t1" if i < 2 else "t2", gpus=8, created=NOW - 50 + i) for i in range(3)]
+    result = run(gpu_nodes(1, 8), [running("busy", None, ["n0"], gpus=8), *gangs], queues)
+    waits = [result.for_gang(key(f"g{i}")) for i in range(3)]
+    assert all(isinstance(w, Wait) and w.reason == Reason.INSUFFICIENT_CAPACITY for w in waits), waits
+    # Planned in queue turns (g0 of t1, g2 of t2, then g1): the third in that order asks nothing.
+    assert [w.may_ask for w in waits if isinstance(w, Wait)] == [True, False, True]

@@ -67,8 +67,8 @@ CONTROLLER_NEEDS = [
         )
     ],
     ("policy", "poddisruptionbudgets", "get list watch"),
-    ("autoscaling.x-k8s.io", "provisioningrequests", "list create delete"),  # --provisioning-requests
-    ("", "podtemplates", "create delete"),  # the requests' pod sets
+    ("autoscaling.x-k8s.io", "provisioningrequests", "get list create delete"),  # --provisioning-requests
+    ("", "podtemplates", "get create delete"),  # the requests' pod sets
     *[
         (g, "podgroups", "get list watch create patch")
         for g in ("scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.run.ai")

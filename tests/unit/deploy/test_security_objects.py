@@ -17,6 +17,8 @@ POLICIES = {
     "phalanx-controller-podgroup-deletes",
     "phalanx-queue-skip",
     "phalanx-queue-grants",
+    "phalanx-capacity-requests",
+    "phalanx-capacity-templates",
 }
 # Policies on tenants' own requests: they name no controller.
 TENANT_POLICIES = {"phalanx-queue-skip", "phalanx-queue-grants"}
