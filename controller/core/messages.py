@@ -206,6 +206,19 @@ def no_single_domain_fit(parts: Demand, key: str, best: str, fits: int, cluster_
     return f"{text}; the cluster as a whole would fit them across domains" if cluster_fits else text
 
 
+def fix_free_in_domain(amount: str, resource: str, key: str, value: str, held_by: str) -> str:
+    """What explain suggests for a gang held to one domain: ``free 4 nvidia.com/gpu in
+    topology.kubernetes.io/rack=rack-3 (held now by ...)``."""
+    return f"free {amount} {resource} in {key}={value} (held now by {held_by})"
+
+
+def fix_add_domain(key: str, like: str, nodes: int, free: str, resource: str) -> str:
+    """``add a topology.kubernetes.io/rack domain like rack-3 with 16 free nvidia.com/gpu (2 nodes
+    like its own)``: the fewest of the copied domain's nodes that let the gang start."""
+    count = "1 node" if nodes == 1 else f"{nodes} nodes"
+    return f"add a {key} domain like {like} with {free} free {resource} ({count} like its own)"
+
+
 # ---- a gang's topology request (core/topology.py) ----------------------------------------------
 
 
