@@ -783,8 +783,6 @@ class PlanningPass:
         """Priority preemption (inside the gang's queue, if it has one), else reclaim."""
         if not self.config.preemption or gang.preemption_policy == "Never":
             return None
-        if demand.slices is not None:
-            return None  # the victim search knows no slices: it could evict for room slices cannot use
         book = self.state.queues
         queue = book.leaf(gang.queue) if book is not None else None
         found = self._priority_victims(gang, demand, queue)
@@ -807,7 +805,9 @@ class PlanningPass:
         ):
             return None
         if self.state.queues is None or queue is None:
-            return self.preemption.search(gang, demand.items, demand.key, within=demand.within)
+            return self.preemption.search(
+                gang, demand.items, demand.key, within=demand.within, slices=demand.slices
+            )
 
         def lower(cand: Candidate) -> bool:
             return cand.priority < gang.priority
@@ -820,6 +820,7 @@ class PlanningPass:
             scope=f"queue:{queue}",
             queues=(queue,),
             within=demand.within,
+            slices=demand.slices,
         )
 
     def _reclaim_victims(self, gang: Gang, demand: Demand, book: QueueBook, queue: str) -> Found:
@@ -850,6 +851,7 @@ class PlanningPass:
             scope=f"reclaim:{queue}",
             queues=victim_filter.queues,
             within=demand.within,
+            slices=demand.slices,
         )
 
     def _preempt_decision(
