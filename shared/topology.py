@@ -6,7 +6,10 @@ PodGroup, then on its members' pod templates) and the compat ones it reads uncha
 - Kueue TAS pod-template annotations ``kueue.x-k8s.io/podset-required-topology``,
   ``podset-preferred-topology``, ``podset-slice-required-topology`` + ``podset-slice-size``;
 - KAI's PodGroup ``spec.topologyConstraint`` (``topology``, ``requiredTopologyLevel``,
-  ``preferredTopologyLevel``).
+  ``preferredTopologyLevel``);
+- Volcano's PodGroup ``spec.networkTopology`` (``mode`` hard or soft, ``highestTierAllowed``; as
+  volcano.sh/apis v1.12 has them): a tier, not a label key. The core maps tier N to the N-th level
+  of the gang's topology, narrowest first (core/topology.py ``resolve_tiers``).
 
 Each system is one source; two sources that set one field to different values conflict (the gang
 is refused, never placed by one of them silently). Pure: no I/O, shared by webhook and controller.
@@ -52,6 +55,9 @@ class TopologyAsk:
     preferred: str | None = None
     slice_key: str | None = None
     slice_size: str | None = None
+    # Volcano's highestTierAllowed (as text), under mode hard (required) or soft (preferred).
+    required_tier: str | None = None
+    preferred_tier: str | None = None
 
     def set_fields(self) -> dict[str, str]:
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name))}
@@ -74,6 +80,8 @@ FIELD_WORDS = {
     "preferred": "preferred level",
     "slice_key": "slice level",
     "slice_size": "slice size",
+    "required_tier": "required tier",
+    "preferred_tier": "preferred tier",
 }
 
 
@@ -85,6 +93,22 @@ def from_kai(spec: Any) -> TopologyAsk:
     """KAI's ``spec.topologyConstraint``."""
     constraint = obj(obj(spec).get("topologyConstraint"))
     return TopologyAsk(**{f: v for f, key in KAI_FIELDS.items() if (v := text(constraint.get(key)))})
+
+
+VOLCANO_HARD, VOLCANO_SOFT = "hard", "soft"
+
+
+def from_volcano(spec: Any) -> TopologyAsk:
+    """Volcano's ``spec.networkTopology``: mode hard (the default) or soft, highestTierAllowed
+    (default 1), as Volcano's own CRD defaults them."""
+    raw = obj(spec).get("networkTopology")
+    if not isinstance(raw, Mapping):
+        return TopologyAsk()
+    tier = raw.get("highestTierAllowed", 1)
+    text_tier = str(tier) if isinstance(tier, int) and not isinstance(tier, bool) else text(tier) or "1"
+    if text(raw.get("mode")) == VOLCANO_SOFT:
+        return TopologyAsk(preferred_tier=text_tier)
+    return TopologyAsk(required_tier=text_tier)
 
 
 def first_of(asks: Iterable[TopologyAsk]) -> TopologyAsk:

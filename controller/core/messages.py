@@ -236,6 +236,27 @@ def topology_conflict(what: str, first: str, first_from: str, second: str, secon
 SOURCE_PHALANX = "Phalanx"
 SOURCE_KUEUE = "Kueue annotations"
 SOURCE_KAI = "KAI topologyConstraint"
+SOURCE_VOLCANO = "Volcano networkTopology"
+
+
+def tier_invalid(tier: int, name: str, levels: Sequence[str]) -> str:
+    """Volcano's highestTierAllowed N is the N-th level of the gang's topology, narrowest first."""
+    if tier < 1:
+        return "Volcano networkTopology highestTierAllowed must be a positive integer"
+    return (
+        f"Volcano networkTopology highestTierAllowed {tier}: topology {name} has {len(levels)} levels "
+        f"to count tiers in ({', '.join(levels)}, narrowest first)"
+    )
+
+
+def tier_conflict(required: bool, key: str, tier: int, tier_key: str) -> str:
+    """A Volcano tier (hard: ``required``, soft: preferred) that names another level than one set
+    another way."""
+    what = "required level" if required else "preferred level"
+    return (
+        f"{what} {key} conflicts with Volcano networkTopology highestTierAllowed {tier} "
+        f"({tier_key}); set one of them"
+    )
 
 
 def topologies_malformed(entry: str) -> str:

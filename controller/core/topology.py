@@ -15,17 +15,22 @@ gang names the one it uses. Per gang:
 Among the domains that fit, the one needing the fewest nodes and then the one with the fewest free
 GPUs is taken (``placement.domain_order``): best fit, so the wholly free domains stay free for the
 big gangs behind. ``invalid`` says why a request can never be met (the PodGroup's InvalidSpec).
+
+Volcano's ``networkTopology`` names a HyperNode tier, not a node label: tier 1 is the narrowest
+level of the gang's topology but the hostname, tier N the N-th counting outwards (the default
+levels: 1 NVLink domain, 2 rack, 3 block, 4 zone). ``resolve_tiers`` turns it into the required
+(mode hard) or preferred (soft) level before the pass plans the gang.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.core import messages as msg
 from controller.core.capacity import Capacity
 from controller.core.config import PlannerConfig, narrowest_first
-from controller.core.model import Gang, Pod
+from controller.core.model import Gang, GangTopology, Pod
 from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
 from controller.core.shapes import Shape
 
@@ -67,6 +72,44 @@ def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
             return tuple(reversed(levels[: levels.index(preferred) + 1]))
         return (preferred,)
     return narrowest_first(levels)
+
+
+def resolve_tiers(gang: Gang, config: PlannerConfig) -> Gang:
+    """The gang with a Volcano tier turned into the level it names: required (mode hard) or
+    preferred (soft); a tier its topology does not have, or one that disagrees with a level set
+    another way, is a conflict (InvalidSpec)."""
+    request = gang.topology
+    tier = request.required_tier or request.preferred_tier
+    if not tier:
+        return gang
+    levels = config.levels(request.name)
+    if levels is None:
+        return gang  # an unknown topology: ``invalid`` says so
+    tiers = narrowest_first(levels)
+    if not 0 < tier <= len(tiers):
+        why = msg.tier_invalid(tier, request.name or config.topologies[0][0], tiers)
+        return replace(gang, topology=_tiered(request, conflict=why))
+    key = tiers[tier - 1]
+    if request.required_tier:
+        if gang.required_topology and gang.required_topology != key:
+            why = msg.tier_conflict(True, gang.required_topology, tier, key)
+            return replace(gang, topology=_tiered(request, conflict=why))
+        return replace(gang, required_topology=key, topology=_tiered(request))
+    if request.preferred and request.preferred != key:
+        why = msg.tier_conflict(False, request.preferred, tier, key)
+        return replace(gang, topology=_tiered(request, conflict=why))
+    return replace(gang, topology=_tiered(request, preferred=key))
+
+
+def _tiered(request: GangTopology, conflict: str | None = None, preferred: str | None = None) -> GangTopology:
+    """The request with its tier resolved (or refused): what the planner reads from then on."""
+    return replace(
+        request,
+        required_tier=0,
+        preferred_tier=0,
+        conflict=conflict or request.conflict,
+        preferred=preferred or request.preferred,
+    )
 
 
 def resolve(capacity: Capacity, keys: Sequence[str]) -> list[int]:

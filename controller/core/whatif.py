@@ -48,6 +48,7 @@ from controller.core.model import (
 from controller.core.placement import best_partial
 from controller.core.planner import Demand, PlanningPass
 from controller.core.state import PassState, is_live
+from controller.core.topology import resolve_tiers
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -175,10 +176,11 @@ def starts(snapshot: Snapshot, key: GangKey, config: PlannerConfig) -> bool:
     return isinstance(decide(snapshot, key, config), Admit)
 
 
-def _gang(snapshot: Snapshot, key: GangKey) -> Gang:
+def _gang(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> Gang:
+    """The gang as a pass plans it (a Volcano tier resolved into its level)."""
     for gang in snapshot.gangs:
         if gang.key == key:
-            return gang
+            return resolve_tiers(gang, config or PlannerConfig())
     raise KeyError(str(key))
 
 
@@ -189,7 +191,7 @@ def _admitted(gang: Gang) -> bool:
 def explain(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> Explanation:
     """Everything ``kubectl phalanx explain`` says about one gang. Raises KeyError if unknown."""
     config = config or PlannerConfig()
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     watched = _Watched(snapshot, config, key)
     order = watched.state.gangs  # the pass's own order (queues, when there are any, re-rank it)
     position = next(i for i, g in enumerate(order) if g.key == key)
@@ -299,7 +301,7 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
     """Per node, the fewest GPUs freed there that let the gang start; smallest first."""
     config = config or PlannerConfig()
     resource = config.gpu_resource
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     need = _gpu_need(gang, resource)
     if need == 0:
         return []
@@ -349,7 +351,7 @@ def add_nodes(
     start; fewest first. Only nodes some waiting member may use are copied (not cordoned or
     not-Ready ones, nor those its selectors, affinity or taints rule out)."""
     config = config or PlannerConfig()
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     kinds: dict[tuple[object, ...], Node] = {}
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if _usable(gang, node):  # Ready, schedulable, and allowed by a waiting member's constraints
@@ -415,7 +417,7 @@ def free_in_domain(
     let the gang start; smallest first."""
     config = config or PlannerConfig()
     resource = config.gpu_resource
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     level = gang.required_topology
     need = _gpu_need(gang, resource)
     if not level or need == 0:
@@ -462,7 +464,7 @@ def add_domain(
     (the ``max_domains`` with the most GPUs), fewest GPUs first."""
     config = config or PlannerConfig()
     resource = config.gpu_resource
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     level = gang.required_topology
     if not level or _gpu_need(gang, resource) == 0:
         return []
@@ -512,7 +514,7 @@ def without(snapshot: Snapshot, uids: set[str]) -> Snapshot:
 def remove(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> Remove | None:
     """Running work whose removal lets the gang start (checked by planning without it), or None."""
     config = config or PlannerConfig()
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     top = max([g.priority for g in snapshot.gangs] + [p.priority for p in snapshot.pods] + [gang.priority])
     # As if it outranked everything and could preempt anything that runs: the search proper.
     bumped = replace(gang, priority=top + 1, local_priority=None, preemption_policy="PreemptLowerPriority")

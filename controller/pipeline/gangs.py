@@ -188,6 +188,7 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
             (msg.SOURCE_PHALANX, phalanx),
             (msg.SOURCE_KUEUE, _members_ask(members, topology.KUEUE_ANNOTATIONS)),
             (msg.SOURCE_KAI, record.kai_topology),
+            (msg.SOURCE_VOLCANO, record.volcano_topology),
         )
     )
     if conflict is not None:
@@ -204,8 +205,17 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
         name=ask.name,
         preferred=ask.preferred,
         slice_key=ask.slice_key,
-        slice_size=int(size) if size and size.isdigit() else (-1 if size else 0),
+        slice_size=_count(size),
+        required_tier=_count(ask.required_tier),
+        preferred_tier=_count(ask.preferred_tier),
     )
+
+
+def _count(value: str | None) -> int:
+    """A positive count written as text; 0 when absent, -1 when not a count (InvalidSpec)."""
+    if not value:
+        return 0
+    return int(value) if value.isdigit() and int(value) > 0 else -1
 
 
 def _disruption_mode(record: PodGroupRecord) -> DisruptionMode:

@@ -174,3 +174,41 @@ def test_a_slice_no_domain_could_ever_hold_is_unschedulable() -> None:
     d = decide(fleet(), g)
     assert isinstance(d, Wait) and d.reason == Reason.UNSCHEDULABLE, d
     assert "no nvidia.com/gpu.clique domain could ever hold them" in d.message
+
+
+# ---- Volcano's networkTopology: tier N is the N-th level, narrowest first -------------------------
+
+
+def test_a_hard_volcano_tier_is_the_level_it_counts_to() -> None:
+    # Tier 2 of the default levels (NVLink domain, rack, block, zone) is the rack: every rack keeps
+    # 12 GPUs free, so 4 × 4 GPUs wait although each block has 24.
+    g = gang("g").min(4).gated_members(4, gpus=4).topology(required_tier=2)
+    d = decide(fleet(), g, half_full())
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert f"inside one {RACK_LABEL} domain" in d.message
+    # Tier 3 (the block) holds them.
+    wide = decide(fleet(), gang("g").min(4).gated_members(4, gpus=4).topology(required_tier=3), half_full())
+    assert len(labels_of(wide, BLOCK_LABEL)) == 1
+
+
+def test_a_soft_volcano_tier_is_a_preferred_level() -> None:
+    # 2 pods × 8 GPUs, n06 taken. Unasked, one NVLink domain of two free nodes takes them; a soft
+    # tier 3 (the block) starts from the blocks: the tightest, b0, and its nodes best fit, n07 (c3)
+    # and n05 (c2).
+    g = gang("g").min(2).gated_members(2, gpus=8)
+    assert len(labels_of(decide(fleet(), g, [busy("n06", 8)]), NVLINK_LABEL)) == 1
+    d = decide(fleet(), g.topology(preferred_tier=3), [busy("n06", 8)])
+    assert labels_of(d, BLOCK_LABEL) == Counter({"b0": 2})
+    assert len(labels_of(d, NVLINK_LABEL)) == 2
+
+
+def test_a_tier_beyond_the_topology_or_against_another_level_is_invalid() -> None:
+    beyond = decide(fleet(), gang("g").min(2).gated_members(2, gpus=1).topology(required_tier=5))
+    assert isinstance(beyond, Reject) and beyond.reason == Reason.INVALID_SPEC, beyond
+    assert "highestTierAllowed 5: topology default has 4 levels" in beyond.message
+    against = gang("g").min(2).gated_members(2, gpus=1).requires(BLOCK_LABEL).topology(required_tier=2)
+    d = decide(fleet(), against)
+    assert isinstance(d, Reject) and d.message == (
+        f"required level {BLOCK_LABEL} conflicts with Volcano networkTopology highestTierAllowed 2 "
+        f"({RACK_LABEL}); set one of them"
+    )
