@@ -126,7 +126,7 @@ PRINTER_COLUMNS = [
 _TOPOLOGY: dict[str, Any] = {
     "type": "object",
     "description": "KAI topology constraint: the group's topology, requiredTopologyLevel and "
-    "preferredTopologyLevel are acted on (a subgroup's is kept only).",
+    "preferredTopologyLevel are acted on (a leaf subgroup's requiredTopologyLevel too).",
     "properties": {
         "preferredTopologyLevel": {"type": "string"},
         "requiredTopologyLevel": {"type": "string"},

@@ -9,7 +9,9 @@ PodGroup, then on its members' pod templates) and the compat ones it reads uncha
   ``preferredTopologyLevel``);
 - Volcano's PodGroup ``spec.networkTopology`` (``mode`` hard or soft, ``highestTierAllowed``; as
   volcano.sh/apis v1.12 has them): a tier, not a label key. The core maps tier N to the N-th level
-  of the gang's topology, narrowest first (core/topology.py ``resolve_tiers``).
+  of the gang's topology, narrowest first (core/topology.py ``resolve_tiers``);
+- KAI's leaf subgroups' own ``topologyConstraint.requiredTopologyLevel`` (``subgroup_levels``):
+  each subgroup's members inside one domain of its level, as slices are.
 
 Each system is one source; two sources that set one field to different values conflict (the gang
 is refused, never placed by one of them silently). Pure: no I/O, shared by webhook and controller.
@@ -109,6 +111,20 @@ def from_volcano(spec: Any) -> TopologyAsk:
     if text(raw.get("mode")) == VOLCANO_SOFT:
         return TopologyAsk(preferred_tier=text_tier)
     return TopologyAsk(required_tier=text_tier)
+
+
+def subgroup_levels(spec: Any) -> dict[str, str]:
+    """KAI's leaf ``spec.subGroups[].topologyConstraint.requiredTopologyLevel``: {leaf: level}.
+    A parent subgroup's constraint (its leaves together in one domain) is not read."""
+    groups = [g for g in obj(spec).get("subGroups") or () if isinstance(g, Mapping)]
+    parents = {text(g.get("parent")) for g in groups}
+    out: dict[str, str] = {}
+    for group in groups:
+        name = text(group.get("name"))
+        level = text(obj(group.get("topologyConstraint")).get("requiredTopologyLevel"))
+        if name and level and name not in parents:
+            out[name] = level
+    return out
 
 
 def first_of(asks: Iterable[TopologyAsk]) -> TopologyAsk:

@@ -294,6 +294,18 @@ def slices_shortfall(
     )
 
 
+def subgroups_shortfall(parts: Demand, subgroups: int, within: str | None, fitting: int) -> str:
+    """KAI subgroups with a required level of their own: ``needs 8 pods × 4 nvidia.com/gpu with 2
+    subgroups each inside one domain of its own level; only 1 of them fits now``."""
+    where = f", all inside one {within} domain" if within else ""
+    plural = "subgroup" if subgroups == 1 else "subgroups"
+    fit = "fits" if fitting == 1 else "fit"
+    return (
+        f"needs {demand(parts)} with {subgroups} {plural} each inside one domain of its own "
+        f"level{where}; only {fitting} of them {fit} now"
+    )
+
+
 def held_in_domain(key: str, value: str) -> str:
     """What explain says of a placed gang: the domain that holds it."""
     return f"every member inside {key}={value}"

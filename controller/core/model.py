@@ -164,6 +164,8 @@ class GangTopology:
     slice_size: int = 0
     required_tier: int = 0
     preferred_tier: int = 0
+    # KAI subgroups with a required level of their own: (leaf subgroup, node label key), sorted.
+    subgroup_levels: tuple[tuple[str, str], ...] = ()
     conflict: str | None = None
 
 

@@ -252,8 +252,9 @@ class Preemption:
         capacity = self.state.capacity
         usable = bytearray(len(capacity.free))
         slice_of: list[int] | None = None
-        if slices is not None:
-            slice_level = capacity.level_of(slices.key)
+        keys = {key for key, _ in slices.parts} if slices is not None else set()
+        if len(keys) == 1 and None not in keys:  # every slice held to one level: nodes without it never help
+            slice_level = capacity.level_of(str(keys.pop()))
             if slice_level is None:
                 return usable  # no node carries the slice level: nowhere
             slice_of = capacity.dom_of[slice_level]

@@ -208,6 +208,7 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
         slice_size=_count(size),
         required_tier=_count(ask.required_tier),
         preferred_tier=_count(ask.preferred_tier),
+        subgroup_levels=tuple(sorted(record.subgroup_topology.items())),
     )
 
 

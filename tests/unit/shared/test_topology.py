@@ -15,6 +15,7 @@ from shared.topology import (
     from_kai,
     from_volcano,
     merge,
+    subgroup_levels,
 )
 
 RACK = "topology.kubernetes.io/rack"
@@ -68,3 +69,17 @@ def test_volcano_network_topology_is_read_as_a_tier_with_volcano_s_defaults() ->
     assert from_volcano({"networkTopology": {}}) == TopologyAsk(required_tier="1")  # hard, tier 1
     assert from_volcano({"networkTopology": {"highestTierAllowed": "x"}}) == TopologyAsk(required_tier="x")
     assert from_volcano({}) == TopologyAsk()
+
+
+def test_kai_leaf_subgroups_own_required_levels_are_read() -> None:
+    spec = {
+        "subGroups": [
+            {"name": "decode", "topologyConstraint": {"requiredTopologyLevel": BLOCK}},
+            {"name": "decode-0", "parent": "decode", "topologyConstraint": {"requiredTopologyLevel": RACK}},
+            {"name": "decode-1", "parent": "decode", "minMember": 2},
+            {"name": "prefill", "topologyConstraint": {"preferredTopologyLevel": RACK}},
+        ]
+    }
+    # A parent's constraint (its leaves together) and a preferred level are not read.
+    assert subgroup_levels(spec) == {"decode-0": RACK}
+    assert subgroup_levels({}) == {}
