@@ -144,6 +144,7 @@ def run(systems: list[str], names: list[str], full: bool, variants: dict[str, li
                 doc["systems"][system] = {"error": f"{type(err).__name__}: {err}"[:500]}
             doc["machine_at_end"] = machine()
             path.write_text(json.dumps(doc, indent=1) + "\n")
+        path.write_text(json.dumps(doc, indent=1) + "\n")  # the systems not run, when they come last
 
 
 def _blocker_summary(system: str, text: str) -> str:
