@@ -126,7 +126,7 @@ PRINTER_COLUMNS = [
 _TOPOLOGY: dict[str, Any] = {
     "type": "object",
     "description": "KAI topology constraint: the group's topology, requiredTopologyLevel and "
-    "preferredTopologyLevel are acted on (a subgroup's is kept only).",
+    "preferredTopologyLevel are acted on (a leaf subgroup's requiredTopologyLevel too).",
     "properties": {
         "preferredTopologyLevel": {"type": "string"},
         "requiredTopologyLevel": {"type": "string"},
@@ -158,6 +158,22 @@ KAI_SPEC_FIELDS: dict[str, dict[str, Any]] = {
                 "parent": {"type": "string"},
                 "topologyConstraint": _TOPOLOGY,
             },
+        },
+    },
+}
+
+
+# Volcano's spec.networkTopology (volcano.sh/apis v1.12): the gang inside one HyperNode of tier
+# highestTierAllowed or lower; Phalanx maps tier N to the N-th level of the gang's topology,
+# narrowest first (docs/user-guide.md, Topology).
+VOLCANO_SPEC_FIELDS: dict[str, dict[str, Any]] = {
+    "networkTopology": {
+        "type": "object",
+        "description": "Volcano network topology: mode hard (required) or soft (preferred), and "
+        "highestTierAllowed, tier N being the N-th level of the gang's topology, narrowest first.",
+        "properties": {
+            "mode": {"type": "string", "enum": ["hard", "soft"], "default": "hard"},
+            "highestTierAllowed": {"type": "integer", "minimum": 1, "default": 1},
         },
     },
 }
@@ -204,6 +220,15 @@ VARIANTS = [
     ),
     # KAI stores its PodGroups as v2alpha2 (the only version KAI serves); v2 is what older KAI
     # tutorials wrote. Storing v2alpha2 keeps the objects readable by KAI's own CRD.
+    # Volcano's PodGroup as Volcano v1.12 serves it: networkTopology is read, queue too.
+    Variant(
+        kinds.PODGROUP_VOLCANO_KIND,
+        "components/volcano-compat/podgroups.scheduling.volcano.sh.yaml",
+        spec_fields=("minMember", "queue", "priorityClassName", "minResources"),
+        comment="# PodGroup for manifests written for Volcano (scheduling.volcano.sh/v1beta1).\n"
+        "# NEVER install this where Volcano itself runs: it would replace Volcano's own CRD.\n",
+        extra_fields=VOLCANO_SPEC_FIELDS,
+    ),
     Variant(
         kinds.PODGROUP_KAI_KIND,
         "components/kai-compat/podgroups.scheduling.run.ai.yaml",
@@ -233,15 +258,23 @@ def _approval(group: str) -> dict[str, Any]:
 
 
 def _spec_schema(variant: Variant) -> dict[str, Any]:
-    return {
+    # Rules only over fields the variant has (CEL refuses a field the schema does not declare).
+    rules = [
+        {"rule": rule, "message": text}
+        for rule, text in CROSS_FIELD_RULES
+        if all(name in variant.spec_fields for name in ("minMember", "maxMember") if name in rule)
+    ]
+    schema: dict[str, Any] = {
         "type": "object",
         "required": ["minMember"],
         "properties": {
             **{name: SPEC_FIELDS[name] for name in variant.spec_fields},
             **variant.extra_fields,
         },
-        "x-kubernetes-validations": [{"rule": rule, "message": text} for rule, text in CROSS_FIELD_RULES],
     }
+    if rules:
+        schema["x-kubernetes-validations"] = rules
+    return schema
 
 
 def _version(variant: Variant, name: str) -> dict[str, Any]:

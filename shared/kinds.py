@@ -162,6 +162,8 @@ PODGROUP_X_K8S_KIND = Kind("scheduling.x-k8s.io", "PodGroup", "podgroups", ("v1a
 # KAI's PodGroup at its storage version (v2alpha2, as KAI ships it); v2 is what older KAI tutorials
 # wrote, served with the same schema.
 PODGROUP_KAI_KIND = Kind("scheduling.run.ai", "PodGroup", "podgroups", ("v2alpha2", "v2"), Role.PODGROUP)
+# Volcano's PodGroup (minMember, queue, networkTopology): manifests written for Volcano apply unchanged.
+PODGROUP_VOLCANO_KIND = Kind("scheduling.volcano.sh", "PodGroup", "podgroups", ("v1beta1",), Role.PODGROUP)
 QUEUE_KIND = Kind(
     constants.QUEUE_GROUP, "Queue", "queues", (constants.QUEUE_VERSION,), Role.QUEUE, namespaced=False
 )
@@ -228,6 +230,7 @@ REGISTRY: tuple[Kind, ...] = (
     PODGROUP_KIND,
     PODGROUP_X_K8S_KIND,
     PODGROUP_KAI_KIND,
+    PODGROUP_VOLCANO_KIND,
     QUEUE_KIND,
     QUEUE_KAI_KIND,
     NATIVE_WORKLOAD_KIND,

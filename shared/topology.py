@@ -6,7 +6,12 @@ PodGroup, then on its members' pod templates) and the compat ones it reads uncha
 - Kueue TAS pod-template annotations ``kueue.x-k8s.io/podset-required-topology``,
   ``podset-preferred-topology``, ``podset-slice-required-topology`` + ``podset-slice-size``;
 - KAI's PodGroup ``spec.topologyConstraint`` (``topology``, ``requiredTopologyLevel``,
-  ``preferredTopologyLevel``).
+  ``preferredTopologyLevel``);
+- Volcano's PodGroup ``spec.networkTopology`` (``mode`` hard or soft, ``highestTierAllowed``; as
+  volcano.sh/apis v1.12 has them): a tier, not a label key. The core maps tier N to the N-th level
+  of the gang's topology, narrowest first (core/topology.py ``resolve_tiers``);
+- KAI's leaf subgroups' own ``topologyConstraint.requiredTopologyLevel`` (``subgroup_levels``):
+  each subgroup's members inside one domain of its level, as slices are.
 
 Each system is one source; two sources that set one field to different values conflict (the gang
 is refused, never placed by one of them silently). Pure: no I/O, shared by webhook and controller.
@@ -52,6 +57,9 @@ class TopologyAsk:
     preferred: str | None = None
     slice_key: str | None = None
     slice_size: str | None = None
+    # Volcano's highestTierAllowed (as text), under mode hard (required) or soft (preferred).
+    required_tier: str | None = None
+    preferred_tier: str | None = None
 
     def set_fields(self) -> dict[str, str]:
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name))}
@@ -74,6 +82,8 @@ FIELD_WORDS = {
     "preferred": "preferred level",
     "slice_key": "slice level",
     "slice_size": "slice size",
+    "required_tier": "required tier",
+    "preferred_tier": "preferred tier",
 }
 
 
@@ -85,6 +95,36 @@ def from_kai(spec: Any) -> TopologyAsk:
     """KAI's ``spec.topologyConstraint``."""
     constraint = obj(obj(spec).get("topologyConstraint"))
     return TopologyAsk(**{f: v for f, key in KAI_FIELDS.items() if (v := text(constraint.get(key)))})
+
+
+VOLCANO_HARD, VOLCANO_SOFT = "hard", "soft"
+
+
+def from_volcano(spec: Any) -> TopologyAsk:
+    """Volcano's ``spec.networkTopology``: mode hard (the default) or soft, highestTierAllowed
+    (default 1), as Volcano's own CRD defaults them."""
+    raw = obj(spec).get("networkTopology")
+    if not isinstance(raw, Mapping):
+        return TopologyAsk()
+    tier = raw.get("highestTierAllowed", 1)
+    text_tier = str(tier) if isinstance(tier, int) and not isinstance(tier, bool) else text(tier) or "1"
+    if text(raw.get("mode")) == VOLCANO_SOFT:
+        return TopologyAsk(preferred_tier=text_tier)
+    return TopologyAsk(required_tier=text_tier)
+
+
+def subgroup_levels(spec: Any) -> dict[str, str]:
+    """KAI's leaf ``spec.subGroups[].topologyConstraint.requiredTopologyLevel``: {leaf: level}.
+    A parent subgroup's constraint (its leaves together in one domain) is not read."""
+    groups = [g for g in obj(spec).get("subGroups") or () if isinstance(g, Mapping)]
+    parents = {text(g.get("parent")) for g in groups}
+    out: dict[str, str] = {}
+    for group in groups:
+        name = text(group.get("name"))
+        level = text(obj(group.get("topologyConstraint")).get("requiredTopologyLevel"))
+        if name and level and name not in parents:
+            out[name] = level
+    return out
 
 
 def first_of(asks: Iterable[TopologyAsk]) -> TopologyAsk:

@@ -43,7 +43,7 @@ from shared.jsonread import (
 from shared.kinds import KINDS
 from shared.podgroup import PodGroupSpec, PodGroupStatus, subgroup_minimums
 from shared.quantities import QuantityError, parse_resources
-from shared.topology import KUEUE_ANNOTATIONS, TopologyAsk, from_kai
+from shared.topology import KUEUE_ANNOTATIONS, TopologyAsk, from_kai, from_volcano, subgroup_levels
 
 KUEUE_TOPOLOGY_ANNOTATIONS = frozenset(KUEUE_ANNOTATIONS.values())
 
@@ -249,6 +249,10 @@ class PodGroupRecord:
     subgroups: Mapping[str, int] = field(default_factory=dict)
     # KAI's spec.topologyConstraint (empty for every other kind).
     kai_topology: TopologyAsk = field(default_factory=TopologyAsk)
+    # Volcano's spec.networkTopology (empty for every other kind).
+    volcano_topology: TopologyAsk = field(default_factory=TopologyAsk)
+    # KAI's leaf subgroups' own required levels: {leaf subgroup: node label key}.
+    subgroup_topology: Mapping[str, str] = field(default_factory=dict)
     # ``status`` read into the typed model once per record (every pass reads it for every gang);
     # ``status`` itself stays as stored, so a merge patch's result can be assumed on it.
     parsed_status: PodGroupStatus = field(init=False, repr=False, compare=False)
@@ -282,6 +286,8 @@ def podgroup_record(rt: ResourceType, raw: Mapping[str, Any]) -> PodGroupRecord:
         owner_references=[ref for ref in items(meta.get("ownerReferences")) if isinstance(ref, dict)],
         subgroups=subgroup_minimums(raw.get("spec")),
         kai_topology=from_kai(raw.get("spec")),
+        volcano_topology=from_volcano(raw.get("spec")),
+        subgroup_topology=subgroup_levels(raw.get("spec")),
     )
 
 

@@ -73,7 +73,7 @@ DRA_TYPES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TE
 
 # PodGroup kinds Phalanx serves, primary first: it creates PodGroups there.
 PODGROUP_TYPES = tuple(of(k) for k in kinds.of_role(Role.PODGROUP))
-PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI = PODGROUP_TYPES
+PODGROUPS, PODGROUPS_X_K8S, PODGROUPS_KAI, PODGROUPS_VOLCANO = PODGROUP_TYPES
 # Queues: Phalanx's own, and KAI's (served by the kai-compat component). Cluster-scoped.
 QUEUE_TYPES = tuple(of(k) for k in kinds.of_role(Role.QUEUE))
 QUEUES, QUEUES_KAI = QUEUE_TYPES

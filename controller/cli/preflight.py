@@ -90,6 +90,14 @@ PIECES = (
         who="NVIDIA KAI Scheduler",
         other_versions=(("queues.scheduling.run.ai", "v2"),),
     ),
+    Piece(
+        "scheduling.volcano.sh",
+        ("podgroups.scheduling.volcano.sh",),
+        "v1beta1",
+        "compat.schedulingVolcanoSh",
+        default=False,
+        who="Volcano",
+    ),
 )
 
 

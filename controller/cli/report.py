@@ -10,10 +10,12 @@ from controller.cli.gpu_counts import GpuCounts
 from controller.cli.planner_settings import SettingsUsed
 from controller.cli.render import duration, table
 from controller.core import (
+    AddDomain,
     AddNodes,
     Admit,
     Decision,
     Explanation,
+    FreeInDomain,
     FreeOnNode,
     Gang,
     GangKey,
@@ -29,6 +31,7 @@ from controller.core import (
     explain,
     held_in,
     is_live,
+    messages,
 )
 from controller.pipeline import status
 from shared.podgroup import ConditionType, Phase, PodGroupStatus
@@ -86,7 +89,9 @@ PLANNER, PODGROUP_STATUS = "planner", "podGroupStatus"
 # ---- explain -----------------------------------------------------------------------------------
 
 
-def _fix_data(fix: FreeOnNode | AddNodes | Remove, resource: str) -> dict[str, Any]:
+def _fix_data(
+    fix: FreeOnNode | FreeInDomain | AddNodes | AddDomain | Remove, resource: str
+) -> dict[str, Any]:
     if isinstance(fix, FreeOnNode):
         return {
             "change": "FreeOnNode",
@@ -94,6 +99,24 @@ def _fix_data(fix: FreeOnNode | AddNodes | Remove, resource: str) -> dict[str, A
             "resource": fix.resource,
             "amount": fix.amount,
             "heldBy": [{"pod": name, "amount": amount, "gang": gang} for name, amount, gang in fix.holders],
+        }
+    if isinstance(fix, FreeInDomain):
+        return {
+            "change": "FreeInDomain",
+            "level": fix.key,
+            "domain": fix.value,
+            "resource": fix.resource,
+            "amount": fix.amount,
+            "heldBy": [{"pod": name, "amount": amount, "gang": gang} for name, amount, gang in fix.holders],
+        }
+    if isinstance(fix, AddDomain):
+        return {
+            "change": "AddDomain",
+            "level": fix.key,
+            "like": fix.like,
+            "nodes": fix.nodes,
+            "resource": fix.resource,
+            "free": format_amount(fix.resource, fix.free),
         }
     if isinstance(fix, AddNodes):
         return {
@@ -253,22 +276,30 @@ def status_explain_data(state: ClusterState, key: GangKey) -> dict[str, Any]:
     }
 
 
+def _held_by(holders: list[dict[str, Any]]) -> str:
+    """Holders grouped by gang: "gang team/small (3 pods, 3)", other pods one by one."""
+    groups: dict[str, list[int]] = {}
+    for holder in holders:
+        name = f"gang {holder['gang']}" if holder["gang"] else f"pod {holder['pod']}"
+        groups.setdefault(name, []).append(holder["amount"])
+    shown = [
+        f"{name} ({len(amounts)} pods, {sum(amounts)})" if len(amounts) > 1 else f"{name} ({amounts[0]})"
+        for name, amounts in list(groups.items())[:6]
+    ]
+    more = f", … (+{len(groups) - 6} more)" if len(groups) > 6 else ""
+    return ", ".join(shown) + more
+
+
 def _fix_text(fix: dict[str, Any]) -> str:
     if fix["change"] == "FreeOnNode":
-        # Holders grouped by gang: "gang team/small (3 pods, 3)", other pods one by one.
-        groups: dict[str, list[int]] = {}
-        for holder in fix["heldBy"]:
-            name = f"gang {holder['gang']}" if holder["gang"] else f"pod {holder['pod']}"
-            groups.setdefault(name, []).append(holder["amount"])
-        shown = [
-            f"{name} ({len(amounts)} pods, {sum(amounts)})" if len(amounts) > 1 else f"{name} ({amounts[0]})"
-            for name, amounts in list(groups.items())[:6]
-        ]
-        more = f", … (+{len(groups) - 6} more)" if len(groups) > 6 else ""
-        return (
-            f"free {fix['amount']} {fix['resource']} on node {fix['node']} "
-            f"(held now by {', '.join(shown)}{more})"
-        )
+        held_by = _held_by(fix["heldBy"])
+        return f"free {fix['amount']} {fix['resource']} on node {fix['node']} (held now by {held_by})"
+    if fix["change"] == "FreeInDomain":
+        amount = format_amount(fix["resource"], fix["amount"])
+        held_by = _held_by(fix["heldBy"])
+        return messages.fix_free_in_domain(amount, fix["resource"], fix["level"], fix["domain"], held_by)
+    if fix["change"] == "AddDomain":
+        return messages.fix_add_domain(fix["level"], fix["like"], fix["nodes"], fix["free"], fix["resource"])
     if fix["change"] == "AddNodes":
         allocatable = ", ".join(
             f"{name} {amount}" for name, amount in fix["allocatable"].items() if name != "pods"
@@ -421,9 +452,9 @@ def _decision_lines(data: dict[str, Any]) -> list[str]:
         lines.extend(f"  - {_fix_text(fix)}" for fix in data["fixes"])
     elif decision["action"] == "Wait" and reason in ROOM_REASONS:
         lines.append(
-            "No single change searched (GPUs freed on one node, up to 64 new nodes like one it may "
-            "use, running gangs ended) starts it"
-            + (f" ahead of the {len(ahead)} gangs waiting before it." if ahead else ".")
+            "No single change searched (GPUs freed on one node or in one domain it is held to, up to "
+            "64 new nodes like one it may use, a new domain like one of its own, running gangs ended) "
+            "starts it" + (f" ahead of the {len(ahead)} gangs waiting before it." if ahead else ".")
         )
     elif decision["action"] == "Wait":
         lines.append("Room is not what it waits for (see the decision).")

@@ -109,7 +109,16 @@ from controller.core.state import is_live
 from controller.core.timers import Recheck, RollBack, RollBackCause, TimedOut, TimerConfig, TimerDecision
 from controller.core.timers import decide as decide_timers
 from controller.core.topology import held_in
-from controller.core.whatif import AddNodes, Explanation, FreeOnNode, Remove, explain, without
+from controller.core.whatif import (
+    AddDomain,
+    AddNodes,
+    Explanation,
+    FreeInDomain,
+    FreeOnNode,
+    Remove,
+    explain,
+    without,
+)
 
 __all__ = [
     "BEST_EFFORT_ATOMIC",
@@ -117,6 +126,7 @@ __all__ = [
     "DEFAULT_LEVELS",
     "DEFAULT_TOPOLOGY",
     "NODE_NAME_FIELD",
+    "AddDomain",
     "AddNodes",
     "Admit",
     "AttributeValue",
@@ -131,6 +141,7 @@ __all__ = [
     "DraWorld",
     "EventReason",
     "Explanation",
+    "FreeInDomain",
     "FreeOnNode",
     "Gang",
     "GangKey",

@@ -206,6 +206,19 @@ def no_single_domain_fit(parts: Demand, key: str, best: str, fits: int, cluster_
     return f"{text}; the cluster as a whole would fit them across domains" if cluster_fits else text
 
 
+def fix_free_in_domain(amount: str, resource: str, key: str, value: str, held_by: str) -> str:
+    """What explain suggests for a gang held to one domain: ``free 4 nvidia.com/gpu in
+    topology.kubernetes.io/rack=rack-3 (held now by ...)``."""
+    return f"free {amount} {resource} in {key}={value} (held now by {held_by})"
+
+
+def fix_add_domain(key: str, like: str, nodes: int, free: str, resource: str) -> str:
+    """``add a topology.kubernetes.io/rack domain like rack-3 with 16 free nvidia.com/gpu (2 nodes
+    like its own)``: the fewest of the copied domain's nodes that let the gang start."""
+    count = "1 node" if nodes == 1 else f"{nodes} nodes"
+    return f"add a {key} domain like {like} with {free} free {resource} ({count} like its own)"
+
+
 # ---- a gang's topology request (core/topology.py) ----------------------------------------------
 
 
@@ -223,6 +236,27 @@ def topology_conflict(what: str, first: str, first_from: str, second: str, secon
 SOURCE_PHALANX = "Phalanx"
 SOURCE_KUEUE = "Kueue annotations"
 SOURCE_KAI = "KAI topologyConstraint"
+SOURCE_VOLCANO = "Volcano networkTopology"
+
+
+def tier_invalid(tier: int, name: str, levels: Sequence[str]) -> str:
+    """Volcano's highestTierAllowed N is the N-th level of the gang's topology, narrowest first."""
+    if tier < 1:
+        return "Volcano networkTopology highestTierAllowed must be a positive integer"
+    return (
+        f"Volcano networkTopology highestTierAllowed {tier}: topology {name} has {len(levels)} levels "
+        f"to count tiers in ({', '.join(levels)}, narrowest first)"
+    )
+
+
+def tier_conflict(required: bool, key: str, tier: int, tier_key: str) -> str:
+    """A Volcano tier (hard: ``required``, soft: preferred) that names another level than one set
+    another way."""
+    what = "required level" if required else "preferred level"
+    return (
+        f"{what} {key} conflicts with Volcano networkTopology highestTierAllowed {tier} "
+        f"({tier_key}); set one of them"
+    )
 
 
 def topologies_malformed(entry: str) -> str:
@@ -264,6 +298,18 @@ def slices_shortfall(
     return (
         f"needs {demand(parts)} in {slices} slices of {size}, each inside one {key} domain{where}; "
         f"only {fitting} such slices fit now"
+    )
+
+
+def subgroups_shortfall(parts: Demand, subgroups: int, within: str | None, fitting: int) -> str:
+    """KAI subgroups with a required level of their own: ``needs 8 pods × 4 nvidia.com/gpu with 2
+    subgroups each inside one domain of its own level; only 1 of them fits now``."""
+    where = f", all inside one {within} domain" if within else ""
+    plural = "subgroup" if subgroups == 1 else "subgroups"
+    fit = "fits" if fitting == 1 else "fit"
+    return (
+        f"needs {demand(parts)} with {subgroups} {plural} each inside one domain of its own "
+        f"level{where}; only {fitting} of them {fit} now"
     )
 
 

@@ -154,12 +154,19 @@ class GangTopology:
     ``name``: the cluster topology (PlannerConfig.topologies) whose levels it is kept in (None: the
     first). ``preferred``: a level key tried first, then the wider levels, then anywhere.
     ``slice_key``/``slice_size``: every ``slice_size`` members (in member order) run inside one
-    domain of ``slice_key``. ``conflict``: why its sources disagree (told as InvalidSpec)."""
+    domain of ``slice_key``. ``required_tier``/``preferred_tier``: Volcano's highestTierAllowed
+    (hard or soft), the N-th level of the topology narrowest first, until the planning pass resolves
+    it into ``Gang.required_topology`` or ``preferred`` (core/topology.py ``resolve_tiers``; -1: not
+    a positive count). ``conflict``: why its sources disagree (told as InvalidSpec)."""
 
     name: str | None = None
     preferred: str | None = None
     slice_key: str | None = None
     slice_size: int = 0
+    required_tier: int = 0
+    preferred_tier: int = 0
+    # KAI subgroups with a required level of their own: (leaf subgroup, node label key), sorted.
+    subgroup_levels: tuple[tuple[str, str], ...] = ()
     conflict: str | None = None
 
 

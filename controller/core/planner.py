@@ -76,7 +76,6 @@ from controller.core.reservation import ever_fits, ever_fits_on, largest_single_
 from controller.core.shapes import Shape
 from controller.core.state import PassState, is_live
 from controller.core.topology import Slices
-from shared import constants
 
 Groups = dict[int, tuple[Shape, list[Pod]]]  # shape id -> (shape, pods of that shape, in order)
 Found = tuple[list["Candidate"], list[Assignment]] | None  # victims and the placement they make possible
@@ -141,8 +140,7 @@ class Siblings:
         self.unready.append((child, reason, text))
 
 
-# KAI: the subgroup of its PodGroup a member belongs to (a pod label).
-SUBGROUP = constants.KAI_SUBGROUP_LABEL
+SUBGROUP = topology.SUBGROUP
 
 
 def _subgroups_first(gang: Gang, live: Sequence[Pod], pending: list[Pod]) -> tuple[list[Pod], int]:
@@ -256,10 +254,10 @@ class PlanningPass:
         groups = self._groups(pods)
         if gang is None:
             return Demand(groups, self._items(groups), within)
-        slices = topology.slices_of(gang)
+        slices = topology.slices_of(gang, pods)
         if slices is not None:
             for _, members in groups.values():
-                members.sort(key=topology.slice_order)
+                members.sort(key=topology.piece_order)
         return Demand(groups, self._items(groups), within, slices, topology.levels_to_try(self.config, gang))
 
     @staticmethod
@@ -448,19 +446,21 @@ class PlanningPass:
         """How many slices fit now (inside the best domain of ``within``, if any): placed one at a
         time until one does not fit, then rolled back."""
         capacity = self.capacity
-        shape, n = demand.items[0]
+        shape, _ = demand.items[0]
         fitting = 0
         mark = capacity.mark()
-        one = [(shape, slices.size)]
         within = demand.within
-        while fitting < n // slices.size:
-            if topology.place_sliced(capacity, one, slices, within) is None:
+        for key, count in slices.keyed:
+            if topology.place_sliced(capacity, [(shape, count)], Slices(((key, count),)), within) is None:
                 break
             fitting += 1
         capacity.rollback(mark)
-        key = within.key if within is not None else None
+        outer = within.key if within is not None else None
         parts = self._parts(demand.items)
-        return msg.slices_shortfall(parts, n // slices.size, slices.size, slices.key, key, fitting)
+        if slices.size:
+            total = len(slices.parts)
+            return msg.slices_shortfall(parts, total, slices.size, slices.key, outer, fitting)
+        return msg.subgroups_shortfall(parts, len(slices.keyed), outer, fitting)
 
     def _domain_shortfall(self, demand: Demand, within: Within) -> str:
         """Why a gang held to one domain does not fit now: the domain with the most free room of the
@@ -718,9 +718,12 @@ class PlanningPass:
 
     def _cannot_fit(self, gang: Gang, demand: Demand, timed_out: bool) -> Decision:
         never = self._never_fits(demand.items, demand.signature, demand.within)
-        if never is None and demand.slices is not None:  # one slice no domain of its level could hold
+        if never is None and demand.slices is not None:  # a slice no domain of its level could hold
             shape = demand.items[0][0]
-            never = self._never_fits([(shape, demand.slices.size)], None, Within(demand.slices.key))
+            for key, count in sorted(set(demand.slices.keyed)):
+                never = self._never_fits([(shape, count)], None, Within(key))
+                if never is not None:
+                    break
         if never is not None:
             return self._wait(gang, Reason.UNSCHEDULABLE, never, timed_out)
         if gang.held:
@@ -795,8 +798,6 @@ class PlanningPass:
         """Priority preemption (inside the gang's queue, if it has one), else reclaim."""
         if not self.config.preemption or gang.preemption_policy == "Never":
             return None
-        if demand.slices is not None:
-            return None  # the victim search knows no slices: it could evict for room slices cannot use
         book = self.state.queues
         queue = book.leaf(gang.queue) if book is not None else None
         found = self._priority_victims(gang, demand, queue)
@@ -819,7 +820,9 @@ class PlanningPass:
         ):
             return None
         if self.state.queues is None or queue is None:
-            return self.preemption.search(gang, demand.items, demand.key, within=demand.within)
+            return self.preemption.search(
+                gang, demand.items, demand.key, within=demand.within, slices=demand.slices
+            )
 
         def lower(cand: Candidate) -> bool:
             return cand.priority < gang.priority
@@ -832,6 +835,7 @@ class PlanningPass:
             scope=f"queue:{queue}",
             queues=(queue,),
             within=demand.within,
+            slices=demand.slices,
         )
 
     def _reclaim_victims(self, gang: Gang, demand: Demand, book: QueueBook, queue: str) -> Found:
@@ -862,6 +866,7 @@ class PlanningPass:
             scope=f"reclaim:{queue}",
             queues=victim_filter.queues,
             within=demand.within,
+            slices=demand.slices,
         )
 
     def _preempt_decision(

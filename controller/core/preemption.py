@@ -13,7 +13,13 @@ Never a candidate: ``preemptible`` False (on the gang or any of its pods), membe
 than ``preemption_min_runtime_seconds`` (or not started), work whose eviction would exceed the
 ``disruptions_allowed`` of a PodDisruptionBudget covering its pods (counted over the whole victim
 set), work of equal or higher priority, or work not on a node the preemptor could use (for a preemptor
-held to one topology domain: a node without its label).
+held to one topology domain: a node without its label; for a sliced one: a node without its slice
+level's label).
+
+The placement tried on the room the victims leave is the preemptor's own: inside one domain of its
+required level, and, for a sliced gang, every slice inside one domain of its slice level
+(``topology.place_sliced``) -- so victims are chosen for room its slices can use, not for GPUs
+scattered where no slice fits.
 
 Cost order: elastic slices first, then lowest priority, fewest GPUs, youngest (latest start), name.
 
@@ -31,12 +37,24 @@ import heapq
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from controller.core import topology
 from controller.core.capacity import GPU, Capacity, Vector
 from controller.core.model import DisruptionMode, Gang, GangKey, Pod
-from controller.core.placement import Assignment, Items, Within, place
+from controller.core.placement import Assignment, Domain, Items, Within, place
 from controller.core.state import PassState, is_live
+from controller.core.topology import Slices
 
 MAX_REPLACEMENTS = 16  # re-placements tried during add-back, per search
+
+# Places items on a capacity (booked) as the preemptor's topology request says, or nothing.
+Placer = Callable[[Capacity, Items], tuple[list[Assignment], Domain | None] | None]
+
+
+def placer(attempts: int, within: Within | None, slices: Slices | None) -> Placer:
+    """The preemptor's own placement: inside one domain of ``within``, in ``slices`` if sliced."""
+    if slices is None:
+        return lambda capacity, items: place(capacity, items, None, attempts, within)
+    return lambda capacity, items: topology.place_sliced(capacity, items, slices, within)
 
 
 @dataclass(slots=True, eq=False)
@@ -199,6 +217,7 @@ class Preemption:
         scope: str = "",
         queues: Collection[str] | None = None,
         within: Within | None = None,
+        slices: Slices | None = None,
     ) -> tuple[list[Candidate], list[Assignment]] | None:
         """Victims and the placement they make possible, or None. Leaves the capacity unchanged.
 
@@ -207,27 +226,38 @@ class Preemption:
         ``scope`` keeps its failures apart. ``queues``: only candidates of these queues (checked
         first, it is cheap). ``within``: the preemptor must be placed inside one domain of it, so
         only victims on nodes of some domain of it count (and the placement stays in one).
-        ``signature`` keys the failures: the demand and its ``within``."""
+        ``slices``: every slice of the preemptor inside one domain of its level, so only victims on
+        nodes of that level count. ``signature`` keys the failures: the demand, its ``within`` and
+        its slices."""
         capacity = self.state.capacity
         memo_key = (scope, signature)
         failed = self._failed.get(memo_key)
         if failed is not None and gang.priority <= failed:
             return None
-        cands = Eligible(self._eligible(gang, self._usable_nodes(items, within), eligible, queues))
+        usable = self._usable_nodes(items, within, slices)
+        cands = Eligible(self._eligible(gang, usable, eligible, queues))
         need_gpus = sum(shape.gpu * n for shape, n in items)
         found = None
         if cands.extend_to(1) and cands.cover(need_gpus - capacity.sums[GPU]):
             self.searches += 1
-            found = self._search(capacity, items, cands, need_gpus, within)
+            place_as_asked = placer(self.state.config.topology_attempts, within, slices)
+            found = self._search(capacity, items, cands, need_gpus, place_as_asked)
         if found is None:  # it fails again for this demand at this priority or lower
             self._failed[memo_key] = max(gang.priority, failed if failed is not None else gang.priority)
         return found
 
-    def _usable_nodes(self, items: Items, within: Within | None) -> bytearray:
+    def _usable_nodes(self, items: Items, within: Within | None, slices: Slices | None) -> bytearray:
         """Per node: may some pod of ``items`` go there (constraints, visibility, the topology
         domains it must stay inside)?"""
         capacity = self.state.capacity
         usable = bytearray(len(capacity.free))
+        slice_of: list[int] | None = None
+        keys = {key for key, _ in slices.parts} if slices is not None else set()
+        if len(keys) == 1 and None not in keys:  # every slice held to one level: nodes without it never help
+            slice_level = capacity.level_of(str(keys.pop()))
+            if slice_level is None:
+                return usable  # no node carries the slice level: nowhere
+            slice_of = capacity.dom_of[slice_level]
         domain_of: list[int] | None = None
         only = -1  # the one domain allowed, or -1: any
         if within is not None:
@@ -245,6 +275,8 @@ class Preemption:
             for i in shape.mask.indices:
                 if flags[i] and capacity.visible[i]:
                     if domain_of is not None and (domain_of[i] < 0 or (only >= 0 and domain_of[i] != only)):
+                        continue
+                    if slice_of is not None and slice_of[i] < 0:
                         continue
                     usable[i] = 1
         return usable
@@ -285,21 +317,20 @@ class Preemption:
             yield cand
 
     def _search(
-        self, capacity: Capacity, items: Items, cands: Eligible, need_gpus: int, within: Within | None
+        self, capacity: Capacity, items: Items, cands: Eligible, need_gpus: int, place_as_asked: Placer
     ) -> tuple[list[Candidate], list[Assignment]] | None:
         """The shortest prefix of ``cands`` whose eviction lets ``items`` fit, then the add-back."""
-        attempts = self.state.config.topology_attempts
         base = capacity.mark()
-        prefixes = _Prefixes(capacity, items, cands, attempts, within)
+        prefixes = _Prefixes(capacity, items, cands, place_as_asked)
         high = prefixes.shortest(_first_prefix(capacity, cands, need_gpus))
         placed = None
         if high is not None:
             prefixes.evict(high)
-            placed = place(capacity, items, None, attempts, within)
+            placed = place_as_asked(capacity, items)
         if placed is None:  # no prefix fits (placed is never None after a prefix that fits)
             capacity.rollback(base)
             return None
-        chosen, assignments = self._add_back(capacity, items, cands.found[:high], placed[0], within)
+        chosen, assignments = self._add_back(capacity, items, cands.found[:high], placed[0], place_as_asked)
         capacity.rollback(base)
         return chosen, assignments
 
@@ -309,10 +340,9 @@ class Preemption:
         items: Items,
         removed: list[Candidate],
         assignments: list[Assignment],
-        within: Within | None,
+        place_as_asked: Placer,
     ) -> tuple[list[Candidate], list[Assignment]]:
         """Restore every removed candidate the placement can do without (most expensive first)."""
-        attempts = self.state.config.topology_attempts
 
         def used_resources(assignments: list[Assignment]) -> dict[int, set[int]]:
             used: dict[int, set[int]] = {}
@@ -341,7 +371,7 @@ class Preemption:
                 for (shape, _), assignment in zip(items, assignments, strict=True):
                     for i, n in assignment:
                         capacity.unbook(i, shape.vec, n)
-                moved = place(capacity, items, None, attempts, within)
+                moved = place_as_asked(capacity, items)
             if moved is not None:
                 assignments = moved[0]
                 used = used_resources(assignments)
@@ -399,14 +429,11 @@ def _first_prefix(capacity: Capacity, cands: Eligible, need_gpus: int) -> int:
 class _Prefixes:
     """The capacity with the first k candidates (of the cost order) evicted, k moving up and down."""
 
-    def __init__(
-        self, capacity: Capacity, items: Items, cands: Eligible, attempts: int, within: Within | None
-    ) -> None:
+    def __init__(self, capacity: Capacity, items: Items, cands: Eligible, place_as_asked: Placer) -> None:
         self.capacity = capacity
         self.items = items
         self.cands = cands
-        self.attempts = attempts
-        self.within = within
+        self.place_as_asked = place_as_asked
         self.current = 0  # candidates evicted now
 
     def evict(self, k: int) -> None:
@@ -426,7 +453,7 @@ class _Prefixes:
     def fits(self, k: int) -> bool:
         self.evict(k)
         mark = self.capacity.mark()
-        ok = place(self.capacity, self.items, None, self.attempts, self.within) is not None
+        ok = self.place_as_asked(self.capacity, self.items) is not None
         self.capacity.rollback(mark)
         return ok
 

@@ -27,6 +27,7 @@ from controller.core.ordering import gang_order, reranked_locally
 from controller.core.placement import FitMemo
 from controller.core.queues import QueueBook
 from controller.core.shapes import ShapeBook
+from controller.core.topology import resolve_tiers
 
 
 def _unique_nodes(nodes: Iterable[Node]) -> list[Node]:
@@ -119,7 +120,7 @@ class PassState:
         self.alloc = table.alloc
         self.eligibility = table.eligibility
         self.shapes = ShapeBook(self.resources, self.eligibility)
-        self.gangs = unique_gangs(snapshot.gangs)
+        self.gangs = [resolve_tiers(gang, config) for gang in unique_gangs(snapshot.gangs)]
         self._gang_by_key: dict[GangKey, Gang] | None = None
         # uid -> node, and uid -> request, of everything that holds room (exact release in victim
         # search). Two maps, not one of pairs: a pair per pod of a big cluster is 50,000 objects

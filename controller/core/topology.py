@@ -10,43 +10,81 @@ gang names the one it uses. Per gang:
   topology, then the whole cluster (``levels_to_try``);
 - no request: every level of the topology but the hostname is tried, the narrowest first;
 - slices: every ``slice_size`` members (in member order) inside one domain of ``slice_key``, the
-  gang as a whole inside one domain of its required level if it has one (``place_sliced``).
+  gang as a whole inside one domain of its required level if it has one (``place_sliced``);
+- KAI subgroups with a required level of their own: the same, each leaf subgroup's members being
+  one slice (of its own size and level); members of subgroups without one are placed anywhere
+  the gang may go.
 
 Among the domains that fit, the one needing the fewest nodes and then the one with the fewest free
 GPUs is taken (``placement.domain_order``): best fit, so the wholly free domains stay free for the
 big gangs behind. ``invalid`` says why a request can never be met (the PodGroup's InvalidSpec).
+
+Volcano's ``networkTopology`` names a HyperNode tier, not a node label: tier 1 is the narrowest
+level of the gang's topology but the hostname, tier N the N-th counting outwards (the default
+levels: 1 NVLink domain, 2 rack, 3 block, 4 zone). ``resolve_tiers`` turns it into the required
+(mode hard) or preferred (soft) level before the pass plans the gang.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.core import messages as msg
 from controller.core.capacity import Capacity
 from controller.core.config import PlannerConfig, narrowest_first
-from controller.core.model import Gang, Pod
+from controller.core.model import Gang, GangTopology, Pod
 from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
 from controller.core.shapes import Shape
+from shared import constants
 
 
 @dataclass(frozen=True, slots=True)
 class Slices:
-    """Every ``size`` members inside one domain of node label ``key``."""
+    """Members in consecutive pieces, in member order, each inside one domain of its node label:
+    ``parts`` is (label key, or None: anywhere, members). ``key`` and ``size`` name uniform slices
+    (every ``size`` members inside one domain of ``key``); both are empty for KAI subgroups."""
 
-    key: str
-    size: int
+    parts: tuple[tuple[str | None, int], ...]
+    key: str = ""
+    size: int = 0
+
+    @property
+    def keyed(self) -> tuple[tuple[str, int], ...]:
+        """The pieces held to a domain."""
+        return tuple((key, n) for key, n in self.parts if key is not None)
 
 
-def slices_of(gang: Gang) -> Slices | None:
+# KAI: the subgroup of its PodGroup a member belongs to (a pod label).
+SUBGROUP = constants.KAI_SUBGROUP_LABEL
+
+
+def slices_of(gang: Gang, members: Sequence[Pod]) -> Slices | None:
+    """How ``members`` (being placed together) are cut into slices, or None. Uniform slices cover
+    them exactly or not at all (then nothing places them: ``invalid`` told why)."""
     request = gang.topology
+    if request.subgroup_levels:
+        levels = dict(request.subgroup_levels)
+        counts: dict[str, int] = {}
+        for member in members:
+            name = member.labels.get(SUBGROUP, "")
+            counts[name] = counts.get(name, 0) + 1
+        parts = tuple((levels.get(name), counts[name]) for name in sorted(counts))
+        return Slices(parts) if any(key is not None for key, _ in parts) else None
     if request.slice_key and request.slice_size > 0:
-        return Slices(request.slice_key, request.slice_size)
+        size, n = request.slice_size, len(members)
+        parts = ((request.slice_key, size),) * (n // size) if n % size == 0 else ()
+        return Slices(parts, request.slice_key, size)
     return None
 
 
 # A pod's index in its Job (indexed Jobs, JobSets): slices are cut in its order.
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def piece_order(pod: Pod) -> tuple[str, int, float, str]:
+    """Members of a sliced gang in the order of ``Slices.parts``: by subgroup (KAI), then index."""
+    return (pod.labels.get(SUBGROUP, ""), *slice_order(pod))
 
 
 def slice_order(pod: Pod) -> tuple[int, float, str]:
@@ -67,6 +105,44 @@ def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
             return tuple(reversed(levels[: levels.index(preferred) + 1]))
         return (preferred,)
     return narrowest_first(levels)
+
+
+def resolve_tiers(gang: Gang, config: PlannerConfig) -> Gang:
+    """The gang with a Volcano tier turned into the level it names: required (mode hard) or
+    preferred (soft); a tier its topology does not have, or one that disagrees with a level set
+    another way, is a conflict (InvalidSpec)."""
+    request = gang.topology
+    tier = request.required_tier or request.preferred_tier
+    if not tier:
+        return gang
+    levels = config.levels(request.name)
+    if levels is None:
+        return gang  # an unknown topology: ``invalid`` says so
+    tiers = narrowest_first(levels)
+    if not 0 < tier <= len(tiers):
+        why = msg.tier_invalid(tier, request.name or config.topologies[0][0], tiers)
+        return replace(gang, topology=_tiered(request, conflict=why))
+    key = tiers[tier - 1]
+    if request.required_tier:
+        if gang.required_topology and gang.required_topology != key:
+            why = msg.tier_conflict(True, gang.required_topology, tier, key)
+            return replace(gang, topology=_tiered(request, conflict=why))
+        return replace(gang, required_topology=key, topology=_tiered(request))
+    if request.preferred and request.preferred != key:
+        why = msg.tier_conflict(False, request.preferred, tier, key)
+        return replace(gang, topology=_tiered(request, conflict=why))
+    return replace(gang, topology=_tiered(request, preferred=key))
+
+
+def _tiered(request: GangTopology, conflict: str | None = None, preferred: str | None = None) -> GangTopology:
+    """The request with its tier resolved (or refused): what the planner reads from then on."""
+    return replace(
+        request,
+        required_tier=0,
+        preferred_tier=0,
+        conflict=conflict or request.conflict,
+        preferred=preferred or request.preferred,
+    )
 
 
 def resolve(capacity: Capacity, keys: Sequence[str]) -> list[int]:
@@ -107,30 +183,35 @@ def invalid(gang: Gang, config: PlannerConfig) -> str | None:
 def place_sliced(
     capacity: Capacity, items: Items, slices: Slices, within: Within | None
 ) -> tuple[list[Assignment], Domain | None] | None:
-    """Place one shape's pods in slices of ``slices.size``, each inside one domain of
-    ``slices.key``, all inside one domain of ``within`` when given; booked, or nothing. The
-    assignment lists the slices in order, so pods taken in member order fill one slice after the
-    other."""
+    """Place one shape's pods in ``slices.parts``, each inside one domain of its level (those held
+    to a domain first), all inside one domain of ``within`` when given; booked, or nothing. The
+    assignment lists the parts in order, so pods taken in member order fill one after the other."""
     if len(items) != 1:
         return None
     shape, n = items[0]
-    level = capacity.level_of(slices.key)
-    if level is None or n % slices.size:
+    parts = slices.parts
+    if not parts or sum(count for _, count in parts) != n:
         return None
+    levels: list[int | None] = []
+    for key, _ in parts:
+        level = capacity.level_of(key) if key is not None else None
+        if key is not None and level is None:
+            return None
+        levels.append(level)
     outer = _outer_domains(capacity, items, within)
     if outer is None:
         return None
+    order = sorted(range(len(parts)), key=lambda k: levels[k] is None)  # held ones first
     for home in outer:
         mark = capacity.mark()
-        placed: Assignment = []
-        for _ in range(n // slices.size):
-            one = _place_slice(capacity, shape, slices.size, level, home)
-            if one is None:
+        placed: list[Assignment | None] = [None] * len(parts)
+        for k in order:
+            placed[k] = _place_slice(capacity, shape, parts[k][1], levels[k], home)
+            if placed[k] is None:
                 capacity.rollback(mark)
                 break
-            placed.extend(one)
         else:
-            return [placed], home
+            return [[where for one in placed if one is not None for where in one]], home
     return None
 
 
@@ -147,9 +228,14 @@ def _outer_domains(capacity: Capacity, items: Items, within: Within | None) -> l
 
 
 def _place_slice(
-    capacity: Capacity, shape: Shape, size: int, level: int, home: Domain | None
+    capacity: Capacity, shape: Shape, size: int, level: int | None, home: Domain | None
 ) -> Assignment | None:
-    """One slice inside one domain of ``level`` (and of ``home``), best fit first; booked."""
+    """One slice inside one domain of ``level`` (and of ``home``), best fit first; booked. A slice
+    of no level goes anywhere inside ``home``."""
+    if level is None:
+        nodes = capacity.dom_members[home[0]][home[1]] if home is not None else None
+        out, placed = fill(capacity, shape, size, nodes)
+        return out if placed == size else None
     for d in domain_order(capacity, level, [(shape, size)]):
         nodes = capacity.dom_members[level][d]
         if home is not None:

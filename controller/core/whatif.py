@@ -8,6 +8,13 @@ never by a formula of its own, so an answer is exactly as right as the planner:
   and memory too, so an answer found this way holds however the GPUs are freed;
 - ``add_nodes``: the fewest extra nodes, copies of an existing one (labels, taints, allocatable),
   that let it start. The gang keeps its place in the order: gangs ahead of it take room first;
+- ``free_in_domain`` (a gang held to one domain of a level): the fewest GPUs freed inside one
+  domain of it that let it start ("free 4 GPUs in rack-3"). Modelled as the allocatable GPUs of
+  the domain's nodes that hold some raised, the node holding the most first, so the freed room
+  lies in as few nodes as it can;
+- ``add_domain`` (the same gangs): the fewest nodes of a new domain of that level, copies of an
+  existing domain's nodes (its most GPUs first, labelled as a domain of their own below the wider
+  levels), that let it start ("a rack like rack-3 with 16 free GPUs");
 - ``remove``: which running gangs (and opted-in pods) taken away would let it start: the
   preemption search run as if the gang outranked everything, then checked by planning without
   them at the gang's real priority. Each victim says whether it is of lower priority, i.e. whether
@@ -41,6 +48,7 @@ from controller.core.model import (
 from controller.core.placement import best_partial
 from controller.core.planner import Demand, PlanningPass
 from controller.core.state import PassState, is_live
+from controller.core.topology import resolve_tiers
 from shared.constants import HOSTNAME_LABEL
 
 
@@ -70,6 +78,25 @@ class AddNodes:
 
 
 @dataclass(frozen=True, slots=True)
+class FreeInDomain:
+    key: str  # the level (node label key) the gang is held to
+    value: str  # the domain
+    resource: str
+    amount: int
+    # Pods holding that resource in the domain now, most first: (namespace/name, amount, gang or None).
+    holders: tuple[tuple[str, int, str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddDomain:
+    key: str  # the level (node label key) the gang is held to
+    like: str  # the existing domain whose nodes the new one copies
+    nodes: int  # nodes of the new domain
+    resource: str
+    free: int  # of that resource, in the new domain
+
+
+@dataclass(frozen=True, slots=True)
 class Removed:
     label: str  # namespace/name of the gang, or of the pod
     gang: GangKey | None
@@ -83,7 +110,7 @@ class Remove:
     victims: tuple[Removed, ...]
 
 
-Fix = FreeOnNode | AddNodes | Remove
+Fix = FreeOnNode | FreeInDomain | AddNodes | AddDomain | Remove
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +175,11 @@ def starts(snapshot: Snapshot, key: GangKey, config: PlannerConfig) -> bool:
     return isinstance(decide(snapshot, key, config), Admit)
 
 
-def _gang(snapshot: Snapshot, key: GangKey) -> Gang:
+def _gang(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> Gang:
+    """The gang as a pass plans it (a Volcano tier resolved into its level)."""
     for gang in snapshot.gangs:
         if gang.key == key:
-            return gang
+            return resolve_tiers(gang, config or PlannerConfig())
     raise KeyError(str(key))
 
 
@@ -162,7 +190,7 @@ def _admitted(gang: Gang) -> bool:
 def explain(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> Explanation:
     """Everything ``kubectl phalanx explain`` says about one gang. Raises KeyError if unknown."""
     config = config or PlannerConfig()
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     watched = _Watched(snapshot, config, key)
     order = watched.state.gangs  # the pass's own order (queues, when there are any, re-rank it)
     position = next(i for i, g in enumerate(order) if g.key == key)
@@ -171,7 +199,9 @@ def explain(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = Non
     fixes: list[Fix] = []
     if _needs_fix(decision):
         fixes.extend(free_on_node(snapshot, key, config)[:1])
+        fixes.extend(free_in_domain(snapshot, key, config)[:1])
         fixes.extend(add_nodes(snapshot, key, config)[:1])
+        fixes.extend(add_domain(snapshot, key, config)[:1])
         removed = remove(snapshot, key, config)
         if removed is not None:
             fixes.append(removed)
@@ -270,18 +300,11 @@ def free_on_node(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None 
     """Per node, the fewest GPUs freed there that let the gang start; smallest first."""
     config = config or PlannerConfig()
     resource = config.gpu_resource
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     need = _gpu_need(gang, resource)
     if need == 0:
         return []
-    members = {m.uid for m in gang.members}
-    holders: dict[str, list[tuple[str, int, str | None]]] = {}
-    for pod in snapshot.pods:
-        amount = pod.requests.get(resource, 0)
-        if amount and pod.node_name and pod.holds_capacity and pod.uid not in members:
-            holders.setdefault(pod.node_name, []).append(
-                (f"{pod.namespace}/{pod.name}", amount, pod.group and f"{pod.namespace}/{pod.group}")
-            )
+    holders = _holders(snapshot, gang, resource)
     room = _room(snapshot, gang, config)
     found: list[FreeOnNode] = []
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
@@ -327,7 +350,7 @@ def add_nodes(
     start; fewest first. Only nodes some waiting member may use are copied (not cordoned or
     not-Ready ones, nor those its selectors, affinity or taints rule out)."""
     config = config or PlannerConfig()
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     kinds: dict[tuple[object, ...], Node] = {}
     for node in sorted(snapshot.nodes, key=lambda n: n.name):
         if _usable(gang, node):  # Ready, schedulable, and allowed by a waiting member's constraints
@@ -363,6 +386,118 @@ def add_nodes(
     return found
 
 
+def _holders(snapshot: Snapshot, gang: Gang, resource: str) -> dict[str, list[tuple[str, int, str | None]]]:
+    """Per node, the pods (not the gang's own) holding ``resource`` there."""
+    members = {m.uid for m in gang.members}
+    holders: dict[str, list[tuple[str, int, str | None]]] = {}
+    for pod in snapshot.pods:
+        amount = pod.requests.get(resource, 0)
+        if amount and pod.node_name and pod.holds_capacity and pod.uid not in members:
+            holders.setdefault(pod.node_name, []).append(
+                (f"{pod.namespace}/{pod.name}", amount, pod.group and f"{pod.namespace}/{pod.group}")
+            )
+    return holders
+
+
+def _domains(snapshot: Snapshot, gang: Gang, key: str) -> dict[str, list[Node]]:
+    """The domains of label ``key`` and their nodes some waiting member may use, by name."""
+    domains: dict[str, list[Node]] = {}
+    for node in sorted(snapshot.nodes, key=lambda n: n.name):
+        value = node.labels.get(key)
+        if value is not None and _usable(gang, node):
+            domains.setdefault(value, []).append(node)
+    return domains
+
+
+def free_in_domain(
+    snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None
+) -> list[FreeInDomain]:
+    """For a gang held to one domain of a level: per domain, the fewest GPUs freed inside it that
+    let the gang start; smallest first."""
+    config = config or PlannerConfig()
+    resource = config.gpu_resource
+    gang = _gang(snapshot, key, config)
+    level = gang.required_topology
+    need = _gpu_need(gang, resource)
+    if not level or need == 0:
+        return []
+    holders = _holders(snapshot, gang, resource)
+    room = _room(snapshot, gang, config)
+    found: list[FreeInDomain] = []
+    for value, nodes in sorted(_domains(snapshot, gang, level).items()):
+        held_by = {n.name: sum(a for _, a, _ in holders.get(n.name, ())) for n in nodes}
+        # The node holding the most is freed first: the room comes back in as few nodes as it can.
+        order = sorted((n for n in nodes if held_by[n.name]), key=lambda n: (-held_by[n.name], n.name))
+        held = sum(held_by.values())
+        if not held:
+            continue
+        if room is not None and sum(room.free.get(n.name, 0) for n in nodes) + held < need:
+            continue  # even freeing all of it leaves the domain short of the gang's GPUs
+
+        def works(amount: int, order: list[Node] = order, held_by: dict[str, int] = held_by) -> bool:
+            grown: dict[str, Node] = {}
+            left = amount
+            for node in order:
+                freed = min(left, held_by[node.name])
+                extra = {resource: node.allocatable.get(resource, 0) + freed}
+                grown[node.name] = replace(node, allocatable={**node.allocatable, **extra})
+                left -= freed
+                if not left:
+                    break
+            nodes = tuple(grown.get(x.name, x) for x in snapshot.nodes)
+            return starts(replace(snapshot, nodes=nodes), key, config)
+
+        freed = _smallest(1, held, works)
+        if freed is not None:
+            on = sorted((h for n in order for h in holders[n.name]), key=lambda h: (-h[1], h[0]))
+            found.append(FreeInDomain(level, value, resource, freed, tuple(on)))
+    found.sort(key=lambda f: (f.amount, f.value))
+    return found
+
+
+def add_domain(
+    snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None, max_domains: int = 4
+) -> list[AddDomain]:
+    """For a gang held to one domain of a level: the fewest nodes of a new domain of it, copied
+    from an existing domain's nodes (its biggest first), that let the gang start; per domain copied
+    (the ``max_domains`` with the most GPUs), fewest GPUs first."""
+    config = config or PlannerConfig()
+    resource = config.gpu_resource
+    gang = _gang(snapshot, key, config)
+    level = gang.required_topology
+    if not level or _gpu_need(gang, resource) == 0:
+        return []
+    levels = config.levels(gang.topology.name) or ()
+    # The new domain sits where its model does in the wider levels; every narrower level, and the
+    # hostname, is its own.
+    narrower = {HOSTNAME_LABEL, level, *(levels[levels.index(level) + 1 :] if level in levels else ())}
+    domains = _domains(snapshot, gang, level)
+    gpus = {value: sum(n.allocatable.get(resource, 0) for n in nodes) for value, nodes in domains.items()}
+    likes = sorted(domains, key=lambda value: (-gpus[value], value))[:max_domains]
+    taken = {n.name for n in snapshot.nodes}
+    found: list[AddDomain] = []
+    for like in likes:
+        model = sorted(domains[like], key=lambda n: (-n.allocatable.get(resource, 0), n.name))
+
+        def copy(node: Node, like: str = like) -> Node:
+            name = f"{node.name}-new"
+            while name in taken:
+                name += "x"
+            labels = {k: (f"{v}-new" if k in narrower else v) for k, v in node.labels.items()}
+            return replace(node, name=name, labels={**labels, HOSTNAME_LABEL: name})
+
+        def works(k: int, model: list[Node] = model) -> bool:
+            copies = tuple(copy(node) for node in model[:k])
+            return starts(replace(snapshot, nodes=(*snapshot.nodes, *copies)), key, config)
+
+        count = _smallest(1, len(model), works)
+        if count is not None:
+            free = sum(n.allocatable.get(resource, 0) for n in model[:count])
+            found.append(AddDomain(level, like, count, resource, free))
+    found.sort(key=lambda a: (a.free, a.nodes, a.like))
+    return found
+
+
 def without(snapshot: Snapshot, uids: set[str]) -> Snapshot:
     """The snapshot with these pods gone (and gangs left with no member, gone too)."""
     gangs = []
@@ -378,7 +513,7 @@ def without(snapshot: Snapshot, uids: set[str]) -> Snapshot:
 def remove(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None) -> Remove | None:
     """Running work whose removal lets the gang start (checked by planning without it), or None."""
     config = config or PlannerConfig()
-    gang = _gang(snapshot, key)
+    gang = _gang(snapshot, key, config)
     top = max([g.priority for g in snapshot.gangs] + [p.priority for p in snapshot.pods] + [gang.priority])
     # As if it outranked everything and could preempt anything that runs: the search proper.
     bumped = replace(gang, priority=top + 1, local_priority=None, preemption_policy="PreemptLowerPriority")

@@ -191,6 +191,7 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
             (msg.SOURCE_PHALANX, phalanx),
             (msg.SOURCE_KUEUE, _members_ask(members, topology.KUEUE_ANNOTATIONS)),
             (msg.SOURCE_KAI, record.kai_topology),
+            (msg.SOURCE_VOLCANO, record.volcano_topology),
         )
     )
     if conflict is not None:
@@ -202,13 +203,23 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
             conflict.second_from,
         )
         return None, GangTopology(conflict=text)
-    size = whole_number(ask.slice_size) if ask.slice_size else 0
     return ask.required, GangTopology(
         name=ask.name,
         preferred=ask.preferred,
         slice_key=ask.slice_key,
-        slice_size=size if size is not None and size >= 0 else -1,  # -1: not a number (InvalidSpec)
+        slice_size=_count(ask.slice_size),
+        required_tier=_count(ask.required_tier),
+        preferred_tier=_count(ask.preferred_tier),
+        subgroup_levels=tuple(sorted(record.subgroup_topology.items())),
     )
+
+
+def _count(value: str | None) -> int:
+    """A positive count written as text; 0 when absent, -1 when not a count (InvalidSpec)."""
+    if not value:
+        return 0
+    count = whole_number(value)  # ASCII digits only: "²".isdigit() holds, int("²") raises
+    return count if count is not None and count > 0 else -1
 
 
 def _disruption_mode(record: PodGroupRecord) -> DisruptionMode:

@@ -30,6 +30,7 @@ COMPONENTS = {
     "scheduling.sigs.k8s.io": "components/crds",
     "scheduling.x-k8s.io": "components/crds-x-k8s",
     "scheduling.run.ai": "components/kai-compat",
+    "scheduling.volcano.sh": "components/volcano-compat",
 }
 
 

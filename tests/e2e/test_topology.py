@@ -2,7 +2,9 @@
 own, in four levels: zone, block, rack, NVLink domain): a gang held to one rack waits while only
 the cluster has room, then starts inside one rack; a preferred-rack gang no rack holds lands inside
 one block; each slice of a sliced gang lands inside one NVLink domain; Kueue TAS and KAI manifests
-are held to their level unchanged; preemption for a rack-bound gang frees one rack."""
+are held to their level unchanged, and so is a Volcano-style job (its networkTopology tier); a
+sliced gang's preemption frees whole NVLink domains; preemption for a rack-bound gang frees one
+rack."""
 
 from __future__ import annotations
 
@@ -211,6 +213,75 @@ def test_kueue_and_kai_required_levels_hold_gangs_unchanged(
     assert domains(cluster, gang_namespace, first, labels, RACK) == {labels[names[0]][RACK]}
     other = "kai-topo" if first == "kueue-tas" else "kueue-tas"
     assert count_bound(cluster, gang_namespace, other) == 0
+
+
+def test_a_volcano_style_job_is_held_to_its_tier_unchanged(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    # 8 nodes, 2 racks of 4; one whole node taken in each rack: 6 free nodes, but 3 per rack.
+    labels = four_level_pool(pool, 8)
+    names = list(labels)
+    fill(cluster, gang_namespace, pool, "fill-a", names[0])
+    fill(cluster, gang_namespace, pool, "fill-b", names[4])
+    # As Volcano users write it: a scheduling.volcano.sh PodGroup whose networkTopology allows tier
+    # 2 at most (the rack: the default levels counted from the narrowest, NVLink domain first),
+    # pods linked by Volcano's annotation and meant for Volcano's scheduler.
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "volcano-topo"},
+        "spec": {"minMember": 4, "networkTopology": {"mode": "hard", "highestTierAllowed": 2}},
+    }
+    apply(cluster, gang_namespace, group)
+    job = (
+        pooled_job("volcano-topo", pool)
+        .parallelism(4)
+        .gpus(8)
+        .template_annotation("scheduling.k8s.io/group-name", "volcano-topo")
+        .pod_spec(schedulerName="volcano")
+    )
+    apply(cluster, gang_namespace, job.build())
+    waits_saying(
+        cluster, gang_namespace, "volcano-topo", f"inside one {RACK} domain", group="scheduling.volcano.sh"
+    )
+    assert count_bound(cluster, gang_namespace, "volcano-topo") == 0  # the cluster has room: not a rack
+    cluster.kubectl("delete", "job", "fill-a", "-n", gang_namespace, "--wait=false")
+    eventually(
+        lambda: count_bound(cluster, gang_namespace, "volcano-topo") == 4, 90, what="volcano-style gang bound"
+    )
+    assert domains(cluster, gang_namespace, "volcano-topo", labels, RACK) == {labels[names[0]][RACK]}
+
+
+def test_a_sliced_gang_preempts_whole_nvlink_domains(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool, classes: dict[str, str]
+) -> None:
+    # 8 nodes: 4 NVLink domains of 2 nodes (consecutive nodes in different domains), each node full
+    # with one low-priority pod, started so that the youngest (the cheapest victims) sit one in each
+    # domain. 2 slices × 2 pods × 8 GPUs: each slice needs one whole domain, so the victims are the
+    # four pods of two domains, not the four youngest.
+    labels = four_level_pool(pool, 8)
+    names = list(labels)
+    by_domain: dict[str, list[int]] = {}
+    for k, name in enumerate(names):
+        by_domain.setdefault(labels[name][NVLINK], []).append(k)
+    older = [ks[0] for ks in by_domain.values()]
+    younger = [ks[1] for ks in by_domain.values()]
+    for k in older + younger:
+        fill(cluster, gang_namespace, pool, f"low-{k}", names[k], priority_class=classes["low"])
+    sliced = {"phalanx.io/topology-slice-required": NVLINK, "phalanx.io/topology-slice-size": "2"}
+    urgent = pooled_job("urgent", pool).parallelism(4).completions(4).gpus(8).annotations(sliced)
+    job = urgent.pod_spec(priorityClassName=classes["high"]).build()
+    job["spec"]["completionMode"] = "Indexed"
+    apply(cluster, gang_namespace, job)
+    eventually(lambda: count_bound(cluster, gang_namespace, "urgent") == 4, 90, what="urgent gang bound")
+    by_slice: dict[int, set[str]] = {}
+    for p in members(cluster, gang_namespace, "urgent"):
+        index = int(p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"])
+        by_slice.setdefault(index // 2, set()).add(labels[p["spec"]["nodeName"]][NVLINK])
+    assert all(len(found) == 1 for found in by_slice.values()), by_slice
+    evicted = [k for k in range(8) if count_bound(cluster, gang_namespace, f"low-{k}") == 0]
+    assert {labels[names[k]][NVLINK] for k in evicted} == set().union(*by_slice.values()), evicted
+    assert len(evicted) == 4
 
 
 def test_preemption_for_a_gang_held_to_one_rack_frees_one_rack(

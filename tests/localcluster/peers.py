@@ -26,6 +26,13 @@ gang: a ``batch/v1`` Job of ``size`` pods plus whatever the system needs beside 
   native ``scheduling.k8s.io`` PodGroup (``schedulingPolicy.gang.minCount``) and the Job's pod
   template linked to it with ``spec.schedulingGroup.podGroupName``.
 
+A gang that must run inside one domain of a node label (the ``topology`` scenario) is written as
+each system's users write it (``System.topology_gang``): Phalanx's annotation
+``phalanx.io/topology-required``; Kueue's Topology Aware Scheduling (a ``Topology`` of the fleet's
+zone, rack and hostname labels, the flavor naming it, and the pod-template annotation
+``kueue.x-k8s.io/podset-required-topology``). Systems that cannot say it at the pinned version say
+why (``topology_unsupported``) and are not run.
+
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
 """
 
@@ -132,12 +139,16 @@ class System:
 
     # Settings of the cluster this system needs (ClusterConfig fields), e.g. the scheduler's gang plugin.
     cluster_settings: ClassVar[dict[str, Any]] = {}
+    # Why this system cannot require a gang inside one domain of a node label here, or None.
+    topology_unsupported: ClassVar[str | None] = "the harness writes no topology request for it"
 
     name: str
     cluster: LocalCluster
     bin_dir: Path | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
+    # The node label every gang must run inside one domain of (set before ``up``), or None.
+    topology: str | None = None
 
     @property
     def dir(self) -> Path:
@@ -152,6 +163,12 @@ class System:
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         raise NotImplementedError
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        """The gang, every member required inside one domain of node label ``key``."""
+        raise NotImplementedError(self.topology_unsupported)
 
     def own_figures(self) -> dict[str, float]:
         """What the system itself reports about the run (its own metrics), where it has any."""
@@ -225,6 +242,15 @@ class PhalanxSystem(System):
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         return [gang_job(namespace, name, size, gpus, run_for)]
+
+    topology_unsupported: ClassVar[str | None] = None
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        body = gang_job(namespace, name, size, gpus, run_for)
+        body["metadata"].setdefault("annotations", {})["phalanx.io/topology-required"] = key
+        return [body]
 
     # Where the controller's time went: its passes, its gate lifts and its status writes.
     OWN_METRICS: ClassVar[dict[str, str]] = {
@@ -362,13 +388,30 @@ class KueueSystem(System):
         self.wait_http(f"http://127.0.0.1:{health_port}/readyz", kueue)
         fleet = self.cluster.config.fleet
         nodes = fleet.gpu_nodes + fleet.cpu_nodes
+        flavor: JsonObject = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "default"},
+        }
+        if self.topology is not None:
+            # Topology Aware Scheduling: the flavor's nodes (every fake node) and the Topology of
+            # their labels, widest first, down to the hostname as Kueue's guide has it.
+            topology = {
+                "apiVersion": f"kueue.x-k8s.io/{self._version_of('topologies', manifests)}",
+                "kind": "Topology",
+                "metadata": {"name": "fleet"},
+                "spec": {
+                    "levels": [
+                        {"nodeLabel": label}
+                        for label in ("topology.kubernetes.io/zone", self.topology, "kubernetes.io/hostname")
+                    ]
+                },
+            }
+            self.cluster.apply_objects([topology])
+            flavor["spec"] = {"nodeLabels": {"type": "kwok"}, "topologyName": "fleet"}
         self.cluster.apply_objects(
             [
-                {
-                    "apiVersion": "kueue.x-k8s.io/v1beta2",
-                    "kind": "ResourceFlavor",
-                    "metadata": {"name": "default"},
-                },
+                flavor,
                 {
                     "apiVersion": "kueue.x-k8s.io/v1beta2",
                     "kind": "ClusterQueue",
@@ -394,6 +437,15 @@ class KueueSystem(System):
                 },
             ]
         )
+
+    @staticmethod
+    def _version_of(plural: str, manifests: Path) -> str:
+        """The storage version of one of Kueue's CRDs, as its own manifests say."""
+        for doc in _read_yaml_docs(manifests / "crd" / "bases" / f"kueue.x-k8s.io_{plural}.yaml"):
+            for version in doc["spec"]["versions"]:
+                if version.get("storage"):
+                    return str(version["name"])
+        raise RuntimeError(f"kueue: no storage version in its {plural} CRD")
 
     @staticmethod
     def _install_metrics_certificate(cert_dir: Path) -> None:
@@ -445,9 +497,22 @@ class KueueSystem(System):
         body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = self.QUEUE
         return [body]
 
+    topology_unsupported: ClassVar[str | None] = None
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        [body] = self.gang(namespace, name, size, gpus, run_for)
+        body["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] = key
+        return [body]
+
 
 class VolcanoSystem(System):
     SCHEDULER_NAME = "volcano"
+    topology_unsupported: ClassVar[str | None] = (
+        "Volcano v1.10.0 has no networkTopology (PodGroup spec.networkTopology and HyperNodes are in "
+        "volcano.sh/apis v1.12)"
+    )
 
     def up(self) -> None:
         assert self.bin_dir is not None
@@ -845,6 +910,14 @@ class FloorSystem(System):
 
     def gang(self, namespace: str, name: str, size: int, gpus: int, run_for: str) -> list[JsonObject]:
         return [gang_job(namespace, name, size, gpus, run_for)]
+
+    # The reference for the topology scenario too: the same gangs, placed with no topology at all.
+    topology_unsupported: ClassVar[str | None] = None
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        return self.gang(namespace, name, size, gpus, run_for)
 
 
 SYSTEMS: dict[str, type[System]] = {

@@ -27,7 +27,7 @@ from tests.bench.peers import report
 from tests.bench.peers.runner import run_one
 from tests.bench.peers.scenarios import BUILDERS, scenario, trace_path
 from tests.localcluster.cluster import REPO
-from tests.localcluster.peers import BUILT_IN, PEER_NAMES, blocker, build_peers
+from tests.localcluster.peers import BUILT_IN, PEER_NAMES, SYSTEMS, blocker, build_peers
 
 OUT = REPO / "out" / "bench" / "peers"
 # Phalanx settings worth seeing beside the default in one scenario (a default run includes them).
@@ -37,6 +37,7 @@ VARIANTS = {
     "large": ["floor"],
     "large-1k": ["floor"],
     "large-5k": ["floor"],
+    "topology": ["floor"],  # the same gangs with no topology at all: how often they fit one rack anyway
 }
 VERSIONS = {
     "coscheduling": "sigs.k8s.io/scheduler-plugins v0.34.7",
@@ -88,7 +89,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(systems: list[str], names: list[str], full: bool, variants: dict[str, list[str]]) -> None:
-    built = build_peers(tuple(s for s in systems if not s.startswith("phalanx") and s not in BUILT_IN))
+    # A peer that cannot say a topology request is not built for the topology scenario alone.
+    topology_only = all(scenario(name, full).topology for name in names)
+    built = build_peers(
+        tuple(
+            s
+            for s in systems
+            if not s.startswith("phalanx")
+            and s not in BUILT_IN
+            and not (topology_only and SYSTEMS[s].topology_unsupported)
+        )
+    )
     if "trace" in names and trace_path() is None:
         print("trace scenario skipped: no trace slice (set PHALANX_PEERS_TRACE to a Philly-format CSV)")
         names = [n for n in names if n != "trace"]
@@ -115,6 +126,10 @@ def run(systems: list[str], names: list[str], full: bool, variants: dict[str, li
             if earlier.get("size") == doc["size"] and earlier.get("title") == doc["title"]:
                 doc["systems"] = {k: v for k, v in earlier.get("systems", {}).items() if k not in running}
         for system in running:
+            unsupported = SYSTEMS[system].topology_unsupported if sc.topology else None
+            if unsupported:
+                doc["not_run"][system] = unsupported
+                continue
             if not system.startswith("phalanx") and system not in BUILT_IN and built.get(system) is None:
                 doc["not_run"][system] = blocker(system) or "not built"
                 continue
@@ -129,6 +144,7 @@ def run(systems: list[str], names: list[str], full: bool, variants: dict[str, li
                 doc["systems"][system] = {"error": f"{type(err).__name__}: {err}"[:500]}
             doc["machine_at_end"] = machine()
             path.write_text(json.dumps(doc, indent=1) + "\n")
+        path.write_text(json.dumps(doc, indent=1) + "\n")  # the systems not run, when they come last
 
 
 def _blocker_summary(system: str, text: str) -> str:

@@ -60,6 +60,13 @@ METRICS: dict[str, tuple[Metric, ...]] = {
     "large": ONE_GANG,
     "large-1k": ONE_GANG,
     "large-5k": ONE_GANG,
+    "topology": (
+        Metric("inside_one_domain_pct", "gangs inside one rack %", HIGHER),
+        Metric("wait_p50_s", "per-gang wait p50 s", LOWER),
+        Metric("wait_p99_s", "per-gang wait p99 s", LOWER),
+        Metric("gangs_completed", "gangs completed", HIGHER),
+        Metric("gpu_allocation_pct", "GPU allocation %", HIGHER),
+    ),
     "trace": (
         Metric("wait_mean_s", "wait mean s", LOWER),
         Metric("wait_p99_s", "wait p99 s", LOWER),

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.api.kube import ApiError, KubeClient, gather_limited
-from controller.api.resources import PODS, ResourceType
+from controller.api.resources import NODES, PODS, ResourceType
 from tests.bench.peers.scenarios import Arrival, Scenario
-from tests.bench.peers.timeline import GangRecord, PodRecord, summarize
+from tests.bench.peers.timeline import GangRecord, PodRecord, inside_one_domain, summarize
 from tests.localcluster import ClusterConfig, LocalCluster
 from tests.localcluster.cluster import REPO
 from tests.localcluster.peers import (
@@ -127,8 +127,10 @@ class Watched:
             record = self.pods[uid] = PodRecord(gang=gang, gpus=gpus, created=now)
         if record.schedulable is None and not (obj.get("spec") or {}).get("schedulingGates"):
             record.schedulable = now  # no gate of any system left: the scheduler may place it
-        if (obj.get("spec") or {}).get("nodeName") and record.bound is None:
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node and record.bound is None:
             record.bound = now
+            record.node = str(node)
         phase = (obj.get("status") or {}).get("phase")
         if record.finished is None and phase in ("Succeeded", "Failed"):
             record.finished = now
@@ -158,8 +160,14 @@ async def watch_pods(kube: KubeClient, seen: Watched, stop: asyncio.Event) -> No
                 seen.see("MODIFIED", item, time.perf_counter())
 
 
-async def submit(kube: KubeClient, system: System, arrival: Arrival, gangs: dict[str, GangRecord]) -> None:
-    objects = system.gang(NAMESPACE, arrival.name, arrival.size, arrival.gpus, f"{arrival.run_for_s:g}s")
+async def submit(
+    kube: KubeClient, system: System, arrival: Arrival, gangs: dict[str, GangRecord], topology: str | None
+) -> None:
+    run_for = f"{arrival.run_for_s:g}s"
+    if topology is None:
+        objects = system.gang(NAMESPACE, arrival.name, arrival.size, arrival.gpus, run_for)
+    else:
+        objects = system.topology_gang(NAMESPACE, arrival.name, arrival.size, arrival.gpus, run_for, topology)
     gangs[arrival.name] = GangRecord(arrival.name, arrival.size, arrival.gpus, time.perf_counter())
     for obj in objects:  # in order: a PodGroup before the Job that uses it
         await kube.create(resource_type(obj), NAMESPACE, obj)
@@ -197,7 +205,9 @@ async def drive(cluster: LocalCluster, system: System, scenario: Scenario) -> di
             batch = by_time[at]
             submissions.append(
                 asyncio.create_task(
-                    gather_limited(CONCURRENCY, *(submit(kube, system, a, gangs) for a in batch))
+                    gather_limited(
+                        CONCURRENCY, *(submit(kube, system, a, gangs, scenario.topology) for a in batch)
+                    )
                 )
             )
         for result in await asyncio.gather(*submissions):
@@ -210,6 +220,14 @@ async def drive(cluster: LocalCluster, system: System, scenario: Scenario) -> di
             await asyncio.sleep(0.2)  # polling: the figures come from timestamps, not from this loop
         end = time.perf_counter()
         timed_out = not _done(scenario, gangs, seen, end)
+        domain_of: dict[str, str] = {}
+        if scenario.topology is not None:
+            nodes, _ = await kube.list(NODES)
+            for node in nodes:
+                meta = node.get("metadata") or {}
+                value = (meta.get("labels") or {}).get(scenario.topology)
+                if value is not None:
+                    domain_of[str(meta.get("name"))] = str(value)
     finally:
         stop.set()
         watcher.cancel()
@@ -219,6 +237,8 @@ async def drive(cluster: LocalCluster, system: System, scenario: Scenario) -> di
     records = list(gangs.values())
     figures: dict[str, Any] = dict(summarize(records, start, end, scenario.fleet.total_gpus))
     figures["timed_out"] = timed_out
+    if scenario.topology is not None:
+        figures.update(inside_one_domain(records, domain_of, end))
     # Members that held a node and ended without succeeding: evicted (and made again by their Job).
     figures["pods_ended_unsucceeded"] = sum(
         1 for p in seen.pods.values() if p.bound is not None and p.finished is not None and not p.succeeded
@@ -251,6 +271,7 @@ def run_one(scenario: Scenario, system_name: str, bin_dir: Path | None) -> dict[
     started = time.monotonic()
     cluster.up()
     try:
+        system.topology = scenario.topology
         system.up()
         cluster.kubectl("create", "namespace", NAMESPACE)
         system.prepare_namespace(NAMESPACE)

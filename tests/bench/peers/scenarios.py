@@ -1,4 +1,4 @@
-"""The five workloads every system runs, each on its own fresh cluster (arrivals are pure data).
+"""The workloads every system runs, each on its own fresh cluster (arrivals are pure data).
 
 Sizes: ``full`` is what issue 13 asks for and what the published tables use; ``small`` runs every
 scenario end to end in a few minutes per system (used to check the harness on a busy machine).
@@ -16,6 +16,7 @@ from pathlib import Path
 from tests.localcluster.fleet import FleetSpec
 
 TRACE_SLICE = Path(__file__).with_name("philly-2017-10-27T1200-30min.csv")
+RACK = "topology.kubernetes.io/rack"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Scenario:
     notes: str = ""
     # The run ends when every gang has "completed" (or only been "placed"), or at the timeout.
     until: str = "completed"
+    # A node label every gang must run inside one domain of (each system says it its own way:
+    # tests/localcluster/peers.py ``System.topology_gang``), or None.
+    topology: str | None = None
 
 
 def _fleet(nodes: int) -> FleetSpec:
@@ -170,6 +174,30 @@ def trace(full: bool) -> Scenario:
     )
 
 
+def topology(full: bool) -> Scenario:
+    """Gangs that each fit one rack and must start inside one, arriving faster than they end, so
+    that racks fragment: a gang spread over racks is what a topology-blind scheduler would do."""
+    nodes, per_rack, count, every, run_for = (32, 4, 96, 0.5, 20.0) if full else (8, 2, 24, 1.0, 10.0)
+    rack_gpus = per_rack * 8
+    # pods × GPUs per pod, each at most one rack's GPUs and most more than half of one.
+    shapes = [(2, 8), (3, 4), (4, 4), (2, 4)] if rack_gpus == 16 else [(4, 8), (3, 8), (6, 4), (5, 4)]
+    rng = random.Random(30)
+    arrivals = []
+    for i in range(count):
+        size, gpus = rng.choice(shapes)
+        arrivals.append(Arrival(round(i * every, 3), f"topo-{i}", size, gpus, run_for))
+    return Scenario(
+        "topology",
+        f"Topology: {count} gangs of {min(s * g for s, g in shapes)}-{max(s * g for s, g in shapes)} GPUs, "
+        f"each required inside one rack ({per_rack}×8 GPUs), every {every:g}s on {nodes}×8 GPUs",
+        FleetSpec(gpu_nodes=nodes, gpus_per_node=8, cpu_nodes=0, nodes_per_rack=per_rack, racks_per_zone=4),
+        tuple(arrivals),
+        timeout_s=180 + 2 * run_for,
+        notes=f"pods run {run_for:g}s",
+        topology=RACK,
+    )
+
+
 BUILDERS = {
     "deadlock": deadlock,
     "burst": burst,
@@ -178,6 +206,7 @@ BUILDERS = {
     "large-1k": huge_gang_1k,
     "large-5k": huge_gang_5k,
     "trace": trace,
+    "topology": topology,
 }
 
 

@@ -15,6 +15,7 @@ class PodRecord:
     bound: float | None = None
     finished: float | None = None
     succeeded: bool = False
+    node: str | None = None  # where it was bound
 
 
 @dataclass
@@ -142,3 +143,20 @@ def _between(earlier: float | None, later: float | None) -> float | None:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def inside_one_domain(
+    gangs: list[GangRecord], domain_of: dict[str, str], end: float
+) -> dict[str, float | int | None]:
+    """Of the gangs that were placed whole, how many ran inside one domain (``domain_of``: node ->
+    its domain; a node without one counts as a domain of its own)."""
+    placed = [g for g in gangs if g.all_bound_at(end) is not None]
+    inside = 0
+    for gang in placed:
+        domains = {domain_of.get(p.node, f"node:{p.node}") for p in gang.pods if p.node is not None}
+        inside += len(domains) == 1
+    return {
+        "gangs_inside_one_domain": inside,
+        "gangs_spread": len(placed) - inside,
+        "inside_one_domain_pct": round(100 * inside / len(placed), 1) if placed else None,
+    }

@@ -332,8 +332,8 @@ def test_explain_text_when_room_is_not_what_the_gang_waits_for() -> None:
 def test_explain_text_of_a_room_wait_with_nothing_ahead() -> None:
     data = explain_data(order={"position": 1, "of": 1, "ahead": []}, members=[], notes=[])
     assert report.explain_text(data).splitlines()[-1] == (
-        "No single change searched (GPUs freed on one node, up to 64 new nodes like one it may use, "
-        "running gangs ended) starts it."
+        "No single change searched (GPUs freed on one node or in one domain it is held to, up to 64 "
+        "new nodes like one it may use, a new domain like one of its own, running gangs ended) starts it."
     )
 
 
@@ -368,4 +368,17 @@ def test_explain_text_shows_what_the_gang_requires_of_placement_and_preemption()
     assert lines[1:3] == [
         "Topology:   every member inside one topology.kubernetes.io/rack domain (required)",
         "Disruption: Single (preemption may take single pods of it)",
+    ]
+
+
+def test_explain_text_of_the_fixes_for_a_gang_held_to_one_rack() -> None:
+    rack = "topology.kubernetes.io/rack"
+    holders = [{"pod": "other/x", "amount": 3, "gang": None}]
+    free = {"change": "FreeInDomain", "level": rack, "domain": "r1", "resource": c.GPU_RESOURCE}
+    add = {"change": "AddDomain", "level": rack, "like": "r1", "nodes": 2, "resource": c.GPU_RESOURCE}
+    fixes = [{**free, "amount": 3, "heldBy": holders}, {**add, "free": "8"}]
+    lines = report.explain_text(explain_data(fixes=fixes, notes=[])).splitlines()
+    assert lines[-2:] == [
+        f"  - free 3 nvidia.com/gpu in {rack}=r1 (held now by pod other/x (3))",
+        f"  - add a {rack} domain like r1 with 8 free nvidia.com/gpu (2 nodes like its own)",
     ]

@@ -110,6 +110,7 @@ async def test_the_controller_admits_gangs_end_to_end(controller: tuple[FakeKube
         r.PDBS,
         r.PODGROUPS,
         r.PODGROUPS_X_K8S,
+        r.PODGROUPS_VOLCANO,
         r.QUEUES,
         r.QUEUES_KAI,
         *r.SIZED_WORKLOAD_TYPES,  # a gang follows its workload's size

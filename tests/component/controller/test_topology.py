@@ -164,6 +164,50 @@ async def test_a_kai_podgroup_s_required_level_holds_the_gang_to_one_domain() ->
     assert {domain_of(h, pin, CLIQUE) for pin in pins} == {"c2"}
 
 
+async def test_a_volcano_podgroup_s_hard_tier_holds_the_gang_to_that_level() -> None:
+    h = Harness()
+    # Tier 1 of the default topology is the NVLink domain: c1 and c2 have 4 GPUs each, so the
+    # 6-pod gang fits the cluster but no domain of tier 1 could ever hold it.
+    racked(h, {"node-a": "c1", "node-b": "c2"}, CLIQUE)
+    group = podgroup(min_member=6)
+    group["apiVersion"] = r.PODGROUPS_VOLCANO.api_version
+    group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
+    h.kube.seed(r.PODGROUPS_VOLCANO, group)
+    h.kube.seed(r.PODS, *gang(6))
+    for _ in range(2):
+        await h.step()
+
+    pg = h.kube.obj(r.PODGROUPS_VOLCANO, NS, "g")
+    assert pg is not None and pg["status"]["reason"] == "Unschedulable", pg.get("status")
+    assert f"no {CLIQUE} domain could ever hold them" in pg["status"]["message"]
+    assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(6))
+
+
+async def test_a_kai_subgroup_s_own_required_level_holds_its_members_to_one_domain() -> None:
+    h = Harness()
+    # c1 and c2 have 4 GPUs each: the 5-pod gang spans both, but subgroup workers (4 members)
+    # must share one domain, so the launcher alone goes to the other.
+    racked(h, {"node-a": "c1", "node-b": "c2"}, CLIQUE)
+    group = podgroup(min_member=5)
+    group["apiVersion"] = r.PODGROUPS_KAI.api_version
+    group["spec"]["subGroups"] = [
+        {"name": "launcher", "minMember": 1},
+        {"name": "workers", "minMember": 4, "topologyConstraint": {"requiredTopologyLevel": CLIQUE}},
+    ]
+    h.kube.seed(r.PODGROUPS_KAI, group)
+    pods = gang(5)
+    for k, member in enumerate(pods):
+        member["metadata"]["labels"][c.KAI_SUBGROUP_LABEL] = "launcher" if k == 0 else "workers"
+    h.kube.seed(r.PODS, *pods)
+    for _ in range(2):
+        await h.step()
+
+    workers = {domain_of(h, h.pin(f"g-{i}"), CLIQUE) for i in range(1, 5)}
+    assert len(workers) == 1
+    assert domain_of(h, h.pin("g-0"), CLIQUE) not in workers
+    assert all(not gates_of(h.pod(f"g-{i}")) for i in range(5))
+
+
 async def test_kueue_and_phalanx_asking_for_different_levels_is_an_invalid_spec() -> None:
     h = Harness()
     racked(h, {"node-a": "r1", "node-b": "r2"})

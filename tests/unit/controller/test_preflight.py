@@ -46,6 +46,7 @@ def test_a_fresh_cluster_installs_the_default_compat_piece_and_the_core() -> Non
         "compat.schedulingSigsK8s": True,
         "compat.schedulingXK8s": False,
         "compat.schedulingRunAi": False,
+        "compat.schedulingVolcanoSh": False,
     }
     assert {f.level for f in verdict.findings} == {OK}
 

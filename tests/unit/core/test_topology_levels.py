@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from controller.core import PlannerConfig, plan
 from controller.core.config import BLOCK_LABEL, NVLINK_LABEL, RACK_LABEL
 from controller.core.model import Admit, GangKey, Reason, Reject, Wait
 from controller.core.topology import held_in
 
-from .builders import GangLike, NodeLike, PodLike, gang, node, pod, snapshot
+from .builders import NOW, GangLike, NodeLike, PodLike, gang, node, pod, snapshot
 
 G = GangKey("ns", "g")
 CONFIG = PlannerConfig(starvation_age_seconds=None, preemption=False)
@@ -174,3 +175,90 @@ def test_a_slice_no_domain_could_ever_hold_is_unschedulable() -> None:
     d = decide(fleet(), g)
     assert isinstance(d, Wait) and d.reason == Reason.UNSCHEDULABLE, d
     assert "no nvidia.com/gpu.clique domain could ever hold them" in d.message
+
+
+# ---- Volcano's networkTopology: tier N is the N-th level, narrowest first -------------------------
+
+
+def test_a_hard_volcano_tier_is_the_level_it_counts_to() -> None:
+    # Tier 2 of the default levels (NVLink domain, rack, block, zone) is the rack: every rack keeps
+    # 12 GPUs free, so 4 × 4 GPUs wait although each block has 24.
+    g = gang("g").min(4).gated_members(4, gpus=4).topology(required_tier=2)
+    d = decide(fleet(), g, half_full())
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert f"inside one {RACK_LABEL} domain" in d.message
+    # Tier 3 (the block) holds them.
+    wide = decide(fleet(), gang("g").min(4).gated_members(4, gpus=4).topology(required_tier=3), half_full())
+    assert len(labels_of(wide, BLOCK_LABEL)) == 1
+
+
+def test_a_soft_volcano_tier_is_a_preferred_level() -> None:
+    # 2 pods × 8 GPUs, n06 taken. Unasked, one NVLink domain of two free nodes takes them; a soft
+    # tier 3 (the block) starts from the blocks: the tightest, b0, and its nodes best fit, n07 (c3)
+    # and n05 (c2).
+    g = gang("g").min(2).gated_members(2, gpus=8)
+    assert len(labels_of(decide(fleet(), g, [busy("n06", 8)]), NVLINK_LABEL)) == 1
+    d = decide(fleet(), g.topology(preferred_tier=3), [busy("n06", 8)])
+    assert labels_of(d, BLOCK_LABEL) == Counter({"b0": 2})
+    assert len(labels_of(d, NVLINK_LABEL)) == 2
+
+
+def test_a_tier_beyond_the_topology_or_against_another_level_is_invalid() -> None:
+    beyond = decide(fleet(), gang("g").min(2).gated_members(2, gpus=1).topology(required_tier=5))
+    assert isinstance(beyond, Reject) and beyond.reason == Reason.INVALID_SPEC, beyond
+    assert "highestTierAllowed 5: topology default has 4 levels" in beyond.message
+    against = gang("g").min(2).gated_members(2, gpus=1).requires(BLOCK_LABEL).topology(required_tier=2)
+    d = decide(fleet(), against)
+    assert isinstance(d, Reject) and d.message == (
+        f"required level {BLOCK_LABEL} conflicts with Volcano networkTopology highestTierAllowed 2 "
+        f"({RACK_LABEL}); set one of them"
+    )
+
+
+# ---- KAI subgroups with a required level of their own ----------------------------------------------
+
+
+def subgroup_members(*names: str) -> list[PodLike]:
+    """One 8-GPU member per name, named ``<subgroup>-<k>``, in the order given."""
+    label = "kai.scheduler/subgroup-name"
+    return [
+        replace(pod(f"{name}-{k}").gpus(8).gated().created(NOW - 100 + k).build(), labels={label: name})
+        for k, name in enumerate(names)
+    ]
+
+
+def test_each_kai_subgroup_lands_inside_one_domain_of_its_own_level() -> None:
+    # Each subgroup (2 × 8 GPUs) must fill one NVLink domain. n03 and n07 are taken: no rack has 4
+    # free nodes, block b0 has 6 (n00-n02, n04-n06), and the gang packed into it unsliced would put
+    # a's two members on n06 and n05, two domains; c0 and c2 are the domains with two free nodes.
+    members = subgroup_members("a", "b", "a", "b")
+    g = (
+        gang("g")
+        .min(4)
+        .subgroups(a=2, b=2)
+        .members(*members)
+        .topology(subgroup_levels=(("a", NVLINK_LABEL), ("b", NVLINK_LABEL)))
+    )
+    d = decide(fleet(), g, [busy("n03", 8), busy("n07", 8)])
+    assert isinstance(d, Admit), d
+    built = {n.build().name: n.build() for n in fleet()}  # type: ignore[union-attr]
+    domains: dict[str, set[str]] = {}
+    for uid, where in d.booked.items():
+        subgroup = uid.split("/")[1].split("-")[0]
+        domains.setdefault(subgroup, set()).add(built[str(where)].labels[NVLINK_LABEL])
+    assert all(len(found) == 1 for found in domains.values()), domains
+    assert domains["a"] | domains["b"] == {"c0", "c2"}
+
+
+def test_a_kai_subgroup_no_domain_has_room_for_waits_and_says_so() -> None:
+    # Every NVLink domain has one 8-GPU node taken: no subgroup of 2 × 8 GPUs fits one.
+    members = subgroup_members("a", "a", "b", "b")
+    g = gang("g").min(4).subgroups(a=2, b=2).members(*members)
+    g = g.topology(subgroup_levels=(("a", NVLINK_LABEL),))
+    pods = [busy(f"n{k:02d}", 8) for k in range(0, 16, 2)]
+    d = decide(fleet(), g, pods)
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert d.message == (
+        "needs 4 pods × 8 nvidia.com/gpu with 1 subgroup each inside one domain of its own level; "
+        "only 0 of them fit now"
+    )

@@ -9,12 +9,16 @@ import pytest
 from controller.core import PlannerConfig
 from controller.core.model import Admit, GangKey, Reason, Short, Snapshot, Wait
 from controller.core.whatif import (
+    AddDomain,
     AddNodes,
+    FreeInDomain,
     FreeOnNode,
     Remove,
     _smallest,
+    add_domain,
     add_nodes,
     explain,
+    free_in_domain,
     free_on_node,
     remove,
     starts,
@@ -227,3 +231,45 @@ def test_the_partial_placement_of_a_gang_held_to_one_rack_stays_in_one_rack() ->
     assert isinstance(out.decision, Wait) and out.decision.reason is Reason.INSUFFICIENT_CAPACITY
     assert out.partial is not None
     assert (out.partial.needed, out.partial.placed, out.partial.nodes) == (6, 5, (("b", 4), ("c", 1)))
+
+
+# ---- a gang held to one domain: room inside a domain, or a new domain -----------------------------
+
+RACK = "topology.kubernetes.io/rack"
+
+
+def held_to_a_rack() -> Snapshot:
+    """Racks r1, r2 of two 4-GPU nodes; r1 has 5 GPUs free, r2 3: the cluster has the 8 the gang
+    needs, no rack has."""
+    nodes = [node(n).gpus(4).rack("r1" if n[0] == "a" else "r2") for n in ("a1", "a2", "b1", "b2")]
+    busy = [
+        pod("x").ns("other").gpus(3).on("a1"),
+        pod("y").ns("other").gpus(4).on("b1"),
+        pod("z").ns("other").gpus(1).on("b2"),
+    ]
+    return snapshot(nodes, [gang("big").min(8).gated_members(8, gpus=1).requires(RACK)], busy)
+
+
+def test_free_in_domain_names_the_gpus_missing_in_the_best_rack() -> None:
+    snap = held_to_a_rack()
+    decision = explain(snap, BIG, CFG).decision
+    assert isinstance(decision, Wait), decision
+    assert f"no single {RACK} domain has 8 free nvidia.com/gpu; the best, r1, has 5" in decision.message
+    fixes = free_in_domain(snap, BIG, CFG)
+    assert [(f.key, f.value, f.amount) for f in fixes] == [(RACK, "r1", 3), (RACK, "r2", 5)]
+    assert [h[0] for h in fixes[0].holders] == ["other/x"]
+
+
+def test_add_domain_copies_a_rack_with_room_for_the_gang() -> None:
+    [fix] = add_domain(held_to_a_rack(), BIG, CFG)[:1]
+    assert (fix.key, fix.like, fix.nodes, fix.free) == (RACK, "r1", 2, 8)
+
+
+def test_explain_offers_both_for_a_gang_held_to_a_rack() -> None:
+    fixes = explain(held_to_a_rack(), BIG, CFG).fixes
+    assert any(isinstance(f, FreeInDomain) and (f.value, f.amount) == ("r1", 3) for f in fixes), fixes
+    assert any(isinstance(f, AddDomain) and (f.like, f.free) == ("r1", 8) for f in fixes), fixes
+    # A gang free to span racks starts at once: nothing to suggest.
+    spanning = replace(held_to_a_rack(), gangs=(replace(held_to_a_rack().gangs[0], required_topology=None),))
+    assert starts(spanning, BIG, CFG)
+    assert free_in_domain(spanning, BIG, CFG) == [] and add_domain(spanning, BIG, CFG) == []

@@ -61,6 +61,7 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
         "crds",
         "crds-x-k8s",
         "kai-compat",
+        "volcano-compat",
         "workloads",
         "internal-certs",
         "cert-manager",
@@ -160,6 +161,7 @@ def test_local_has_no_workloads_and_points_webhooks_at_localhost(built: dict[str
         "podgroups.scheduling.sigs.k8s.io",
         "podgroups.scheduling.x-k8s.io",
         "podgroups.scheduling.run.ai",
+        "podgroups.scheduling.volcano.sh",
         "queues.scheduling.phalanx.io",
         "queues.scheduling.run.ai",
     }

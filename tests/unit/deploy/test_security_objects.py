@@ -23,7 +23,12 @@ POLICIES = {
 # Policies on tenants' own requests: they name no controller.
 TENANT_POLICIES = {"phalanx-queue-skip", "phalanx-queue-grants"}
 CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:phalanx-controller"
-PODGROUP_GROUPS = {"scheduling.sigs.k8s.io", "scheduling.x-k8s.io", "scheduling.run.ai"}
+PODGROUP_GROUPS = {
+    "scheduling.sigs.k8s.io",
+    "scheduling.x-k8s.io",
+    "scheduling.run.ai",
+    "scheduling.volcano.sh",
+}
 
 
 def _policies() -> list[Obj]:

@@ -13,7 +13,9 @@ from shared.topology import (
     first_of,
     from_annotations,
     from_kai,
+    from_volcano,
     merge,
+    subgroup_levels,
 )
 
 RACK = "topology.kubernetes.io/rack"
@@ -56,3 +58,28 @@ def test_systems_that_agree_merge_and_those_that_disagree_conflict() -> None:
         )
     )
     assert conflict == Conflict("required", RACK, "Phalanx", BLOCK, "Kueue")
+
+
+def test_volcano_network_topology_is_read_as_a_tier_with_volcano_s_defaults() -> None:
+    hard = {"networkTopology": {"mode": "hard", "highestTierAllowed": 2}}
+    assert from_volcano(hard) == TopologyAsk(required_tier="2")
+    assert from_volcano({"networkTopology": {"mode": "soft", "highestTierAllowed": 3}}) == TopologyAsk(
+        preferred_tier="3"
+    )
+    assert from_volcano({"networkTopology": {}}) == TopologyAsk(required_tier="1")  # hard, tier 1
+    assert from_volcano({"networkTopology": {"highestTierAllowed": "x"}}) == TopologyAsk(required_tier="x")
+    assert from_volcano({}) == TopologyAsk()
+
+
+def test_kai_leaf_subgroups_own_required_levels_are_read() -> None:
+    spec = {
+        "subGroups": [
+            {"name": "decode", "topologyConstraint": {"requiredTopologyLevel": BLOCK}},
+            {"name": "decode-0", "parent": "decode", "topologyConstraint": {"requiredTopologyLevel": RACK}},
+            {"name": "decode-1", "parent": "decode", "minMember": 2},
+            {"name": "prefill", "topologyConstraint": {"preferredTopologyLevel": RACK}},
+        ]
+    }
+    # A parent's constraint (its leaves together) and a preferred level are not read.
+    assert subgroup_levels(spec) == {"decode-0": RACK}
+    assert subgroup_levels({}) == {}

@@ -1,0 +1,61 @@
+"""bench-peers' topology scenario: gangs that fit one rack, how each system is told to keep a gang
+inside one, and the share of gangs that ran inside one (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.bench.peers.scenarios import RACK, topology
+from tests.bench.peers.timeline import GangRecord, PodRecord, inside_one_domain
+from tests.localcluster.cluster import ClusterConfig, LocalCluster
+from tests.localcluster.peers import SYSTEMS, make_system
+
+
+def system(name: str) -> object:
+    return make_system(name, LocalCluster(ClusterConfig(workdir=Path("/nonexistent"))), None)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_every_gang_fits_one_rack_and_more_than_half_of_them_need_most_of_one(full: bool) -> None:
+    sc = topology(full)
+    rack_gpus = sc.fleet.nodes_per_rack * sc.fleet.gpus_per_node
+    assert sc.topology == RACK
+    assert all(a.size * a.gpus <= rack_gpus for a in sc.arrivals)
+    assert sum(a.size * a.gpus > rack_gpus // 2 for a in sc.arrivals) > len(sc.arrivals) // 2
+    # More GPUs asked for than the fleet has at once: racks fragment while gangs come and go.
+    running = sum(a.size * a.gpus for a in sc.arrivals if a.at < sc.arrivals[0].run_for_s)
+    assert running > sc.fleet.total_gpus
+
+
+def test_phalanx_and_kueue_say_it_their_own_way_and_volcano_cannot_at_its_pinned_version() -> None:
+    [phalanx] = system("phalanx").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
+    assert phalanx["metadata"]["annotations"]["phalanx.io/topology-required"] == RACK
+    [kueue] = system("kueue").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
+    template = kueue["spec"]["template"]["metadata"]
+    assert template["annotations"]["kueue.x-k8s.io/podset-required-topology"] == RACK
+    assert kueue["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "bench"
+    assert "networkTopology" in str(SYSTEMS["volcano"].topology_unsupported)
+    assert SYSTEMS["coscheduling"].topology_unsupported  # nothing written for it: not run, and said so
+
+
+def test_share_of_placed_gangs_inside_one_domain() -> None:
+    domain_of = {"a1": "r1", "a2": "r1", "b1": "r2"}
+    inside = GangRecord(
+        "in", 2, 1, 0.0, [PodRecord("in", 1, bound=1.0, node="a1"), PodRecord("in", 1, bound=1.0, node="a2")]
+    )
+    spread = GangRecord(
+        "out",
+        2,
+        1,
+        0.0,
+        [PodRecord("out", 1, bound=1.0, node="a1"), PodRecord("out", 1, bound=2.0, node="b1")],
+    )
+    waiting = GangRecord("wait", 2, 1, 0.0, [PodRecord("wait", 1, bound=1.0, node="b1")])  # never whole
+    assert inside_one_domain([inside, spread, waiting], domain_of, end=10.0) == {
+        "gangs_inside_one_domain": 1,
+        "gangs_spread": 1,
+        "inside_one_domain_pct": 50.0,
+    }
+    assert inside_one_domain([waiting], domain_of, end=10.0)["inside_one_domain_pct"] is None
