@@ -201,25 +201,41 @@ def _current(devices: Iterable[Device]) -> list[Device]:
 
 
 def _request_demand(view: DeviceView, request: DeviceRequest, spec: ClaimSpec, demand: _Demand) -> None:
+    parent = request.name  # a constraint naming a firstAvailable request holds for its subrequests
     if request.alternatives:
         request = request.alternatives[0]  # the scheduler's first choice; the others are not counted
     if request.unmodelled:
         raise Unproven(request.unmodelled)
-    device_class = view.device_class(request.device_class)
-    resource = class_resource(device_class)
-    matches = [name for name, names in spec.match_attributes if not names or request.name in names]
+    if request.all_devices:
+        # It takes every matching device of the node it lands on: a per-node demand not modelled.
+        raise Unproven(msg.device_request_unmodelled(request.name, msg.DEVICE_ALL))
+    resource = _counted_as(view, request.device_class)
+    matches = [
+        name for name, names in spec.match_attributes if not names or request.name in names or parent in names
+    ]
     if len(matches) > 1:
         raise Unproven(msg.device_constraints_unmodelled(request.name))
     match = matches[0] if matches else None
-    if not request.all_devices:
-        demand.requests[resource] = demand.requests.get(resource, 0) + request.count
-    if request.selectors or match or request.all_devices:
-        narrow = _Narrow(request.device_class, request.selectors, match, request.count, request.all_devices)
+    demand.requests[resource] = demand.requests.get(resource, 0) + request.count
+    narrower_class = resource != class_resource(view.device_class(request.device_class))
+    if request.selectors or match or narrower_class:
+        narrow = _Narrow(request.device_class, request.selectors, match, request.count, False)
         view.matching(narrow.device_class, narrow.selectors)  # fails now if an expression does
         demand.narrow.append(narrow)
-        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + (
-            1 if request.all_devices else request.count
-        )
+        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + request.count
+
+
+def _counted_as(view: DeviceView, class_name: str) -> str:
+    """The resource a class's devices count as. A device several classes select counts for the
+    first of them by name (``_resource_of_device``), so a request of a narrower class counts
+    against that class's resource, as a narrow request limited to its own class's devices.
+    Raises Unproven when the class's selectors fail, or its devices count as several resources."""
+    own = class_resource(view.device_class(class_name))
+    resources = _resource_of_device(view)
+    counted = {r for d in view.matching(class_name) if (r := resources.get(d)) is not None}
+    if len(counted) > 1:
+        raise Unproven(msg.device_classes_overlap(class_name))
+    return counted.pop() if counted else own
 
 
 def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand) -> None:
@@ -267,25 +283,38 @@ def _held(
     view: DeviceView, pods: Iterable[Pod], resources: Mapping[DeviceId, str]
 ) -> tuple[dict[str, dict[str, int]], set[DeviceId]]:
     """What each pod holding devices requests of them (by uid), and the devices so accounted.
-    A claim several pods reserve is charged to the first of them."""
-    live = {p.uid for p in pods if p.holds_capacity}
+    A claim several live pods reserve is accounted to none: evicting one of them would not free
+    its devices, so they are not room at all."""
+    live = {p.uid: p for p in pods if p.holds_capacity}
     charged: dict[str, dict[str, int]] = defaultdict(dict)
     accounted: set[DeviceId] = set()
     for claim in view.world.claims.values():
         if not claim.allocated:
             continue
         holders = [uid for uid in claim.reserved_for if uid in live]
-        if not holders:
+        if len(holders) != 1:
             continue
         accounted.update(claim.allocated)
-        if claim.extended:
-            continue  # the pod's own nvidia.com/gpu request counts these
-        requests = charged[min(holders)]
+        if _extended_for(view, claim, live[holders[0]], resources):
+            continue  # the pod's own extended-resource request counts these
+        requests = charged[holders[0]]
         for device_id in claim.allocated:
             resource = resources.get(device_id)
             if resource is not None:
                 requests[resource] = requests.get(resource, 0) + 1
     return charged, accounted
+
+
+def _extended_for(view: DeviceView, claim: Claim, holder: Pod, resources: Mapping[DeviceId, str]) -> bool:
+    """Is the claim the one the scheduler made for its holder's extended-resource request, whose
+    own requests then count its devices? Not the claim's annotation alone, which any tenant who
+    creates a claim can write: the holder controls the claim, its status names it, and it
+    requests the extended resource of the devices' class."""
+    if not (claim.extended and claim.owner == holder.uid and holder.extended_claim == claim.name):
+        return False
+    extended = {c.extended_resource for c in view.world.classes.values() if c.extended_resource}
+    counted = {resources.get(device_id) for device_id in claim.allocated}
+    return all(r in extended and r in holder.requests for r in counted)
 
 
 def _resource_of_device(view: DeviceView) -> dict[DeviceId, str]:
@@ -337,8 +366,9 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     view = DeviceView(world)
     demands: dict[str, _Demand | str] = {}
     gangs: list[Gang] = []
+    starting: set[str] = set()  # admitted members the scheduler has not placed yet
     for gang in snapshot.gangs:
-        claimants = [p for p in gang.members if p.claims and p.gated]
+        claimants = [p for p in gang.members if p.claims and (p.gated or _starting(gang, p))]
         if not claimants:
             gangs.append(gang)
             continue
@@ -346,14 +376,20 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
         counted: set[tuple[str, str]] = set()
         for pod in claimants:
             try:
-                demand = member_demand(view, pod, counted)
+                if pod.gated:
+                    demand = member_demand(view, pod, counted)
+                else:
+                    starting.add(pod.uid)
+                    demand = member_demand(view, _unallocated_claims(view, pod), counted)
             except Unproven as err:
-                demands[pod.uid] = str(err)
+                if pod.gated:  # an admitted member's devices are counted only where proven
+                    demands[pod.uid] = str(err)
                 continue
             demands[pod.uid] = demand
             for key in demand.shared:
                 shared_by[key] += 1
         gangs.append(_gang_with(gang, demands, shared_by))
+    _refuse_overlaps(view, snapshot.gangs, demands, starting)
     narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
     resources = _resource_of_device(view)
     held, accounted = _held(view, snapshot.pods, resources)
@@ -365,13 +401,67 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
 
 
+def _starting(gang: Gang, pod: Pod) -> bool:
+    """An admitted member whose gate is lifted but which the scheduler has not placed yet: its
+    claims are not allocated, so its devices still look free unless its demand is counted."""
+    return (
+        not pod.gated
+        and pod.uid in gang.admitted
+        and pod.node_name is None
+        and pod.nominated_node is None
+        and not pod.finished
+        and not pod.terminating
+    )
+
+
+def _unallocated_claims(view: DeviceView, pod: Pod) -> Pod:
+    """The pod with only its claims not allocated yet (those allocated are held or off the room)."""
+    claims = view.world.claims
+    kept = []
+    for pod_claim in pod.claims:
+        name = pod_claim.claim or pod_claim.generated
+        claim = claims.get((pod.namespace, name)) if name is not None else None
+        if claim is None or not claim.is_allocated:
+            kept.append(pod_claim)
+    return _with(pod, claims=tuple(kept))
+
+
+def _refuse_overlaps(
+    view: DeviceView, gangs: Iterable[Gang], demands: dict[str, _Demand | str], starting: set[str]
+) -> None:
+    """Each narrow request's room is counted from the same free devices: two different ones
+    whose devices overlap would both be given the shared devices. The first gang to ask keeps
+    its requests (admitted members the scheduler has not placed first); a later gang's member
+    asking an overlapping one is unproven until then."""
+    kept: dict[str, frozenset[DeviceId]] = {}  # narrow resource -> the devices it may take
+    ordered = sorted(gangs, key=lambda g: not any(m.uid in starting for m in g.members))
+    for gang in ordered:
+        mine, placed = dict(kept), dict(kept)  # with every member's requests; with those placed
+        refused: dict[str, str] = {}
+        for pod in gang.members:
+            demand = demands.get(pod.uid)
+            if not isinstance(demand, _Demand):
+                continue
+            for narrow in demand.narrow:
+                devices = view.matching(narrow.device_class, narrow.selectors)
+                clash = any(r != narrow.resource and devices & other for r, other in mine.items())
+                if clash and pod.uid not in starting:
+                    refused[pod.uid] = msg.device_requests_overlap(narrow.device_class)
+                mine[narrow.resource] = devices
+                if pod.uid in starting:
+                    placed[narrow.resource] = devices
+        demands.update(refused)
+        kept = placed if refused else mine
+
+
 def _gang_with(
     gang: Gang, demands: Mapping[str, _Demand | str], shared_by: Mapping[tuple[str, str], int]
 ) -> Gang:
-    """A gang whose members share a claim not yet allocated must fit on one node."""
+    """A gang whose members share a claim not yet allocated must fit on one node (a wider
+    required level, e.g. a rack, would let them land on nodes the claim cannot reach)."""
     if not any(n > 1 for n in shared_by.values()):
         return gang
-    return replace(gang, required_topology=gang.required_topology or HOSTNAME)
+    return replace(gang, required_topology=HOSTNAME)
 
 
 def _translated_pods(
