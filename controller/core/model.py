@@ -402,7 +402,8 @@ class Short:
     members that run keep running (a Wait would read as "not admitted")."""
 
     gang: GangKey
-    reason: Reason  # WAITING_FOR_MEMBERS, INSUFFICIENT_CAPACITY, UNSCHEDULABLE or QUEUE_LIMIT
+    # WAITING_FOR_MEMBERS, INSUFFICIENT_CAPACITY, UNSCHEDULABLE, QUEUE_LIMIT or DEVICES_UNPROVEN
+    reason: Reason
     message: str
     missing: int  # members it needs beyond those that run or are admitted
 
