@@ -121,6 +121,7 @@ class _DeviceIndex:
         self.resources: dict[DeviceId, str] | None = None  # _resource_of_device, once asked
         # node -> (device id, its class resource) of each device that counts as one
         self.node_resources: dict[str, list[tuple[DeviceId, str]]] = {}
+        self.counted_as: dict[str, str] = {}  # class name -> _counted_as, once asked
 
     @staticmethod
     def of(world: DraWorld) -> _DeviceIndex:
@@ -230,12 +231,16 @@ def _counted_as(view: DeviceView, class_name: str) -> str:
     first of them by name (``_resource_of_device``), so a request of a narrower class counts
     against that class's resource, as a narrow request limited to its own class's devices.
     Raises Unproven when the class's selectors fail, or its devices count as several resources."""
+    found = view.index.counted_as.get(class_name)
+    if found is not None:
+        return found
     own = class_resource(view.device_class(class_name))
     resources = _resource_of_device(view)
     counted = {r for d in view.matching(class_name) if (r := resources.get(d)) is not None}
     if len(counted) > 1:
         raise Unproven(msg.device_classes_overlap(class_name))
-    return counted.pop() if counted else own
+    found = view.index.counted_as[class_name] = counted.pop() if counted else own
+    return found
 
 
 def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand) -> None:
@@ -431,10 +436,14 @@ def _refuse_overlaps(
 ) -> None:
     """Each narrow request's room is counted from the same free devices: two different ones
     whose devices overlap would both be given the shared devices. The first gang to ask keeps
-    its requests (admitted members the scheduler has not placed first); a later gang's member
-    asking an overlapping one is unproven until then."""
+    its requests (admitted members the scheduler has not placed first, then by priority and
+    age); a later gang's member asking an overlapping one is unproven until then."""
+    if not any(isinstance(d, _Demand) and d.narrow for d in demands.values()):
+        return
     kept: dict[str, frozenset[DeviceId]] = {}  # narrow resource -> the devices it may take
-    ordered = sorted(gangs, key=lambda g: not any(m.uid in starting for m in g.members))
+    ordered = sorted(
+        gangs, key=lambda g: (not any(m.uid in starting for m in g.members), -g.priority, g.created)
+    )
     for gang in ordered:
         mine, placed = dict(kept), dict(kept)  # with every member's requests; with those placed
         refused: dict[str, str] = {}
