@@ -7,16 +7,19 @@ devices (its claims' ``reservedFor``) requests them, so a preempted victim frees
 allocated to a claim no live pod holds are taken off the node's room.
 
 A gated member's demand is its claims' requests (a template's, or a named claim's): ``exactly``
-with ``deviceClassName``, ``count`` or ``allocationMode: All``, CEL ``selectors`` and the claim's
-``matchAttribute`` constraints; of ``firstAvailable`` the first alternative. A request that narrows
-the class (selectors, a constraint, All) is also a resource of its own: per node, how many of its
-free devices satisfy it (for a constraint, in groups of equal attribute value, whole requests
-only), so the member is pinned only where its devices are. A named claim already allocated pins
-its members to its node; one not yet allocated is counted once and holds the gang to one node.
+with ``deviceClassName`` and ``count``, CEL ``selectors`` and the claim's ``matchAttribute``
+constraints; of ``firstAvailable`` the first alternative. An admitted member the scheduler has not
+placed yet keeps the demand of its claims not allocated yet. A request that narrows the class
+(selectors, a constraint, a class selecting devices an earlier class counts) is also a resource of
+its own: per node, how many of its free devices satisfy it (for a constraint, in groups of equal
+attribute value, whole requests only), so the member is pinned only where its devices are. A named
+claim already allocated pins its members to its node; one not yet allocated is counted once and
+holds the gang to one node.
 
-What cannot be proven -- an expression that fails, adminAccess, a claim shape not modelled, a
-claim or template not seen yet -- marks the member (``Pod.devices_unproven``): the gang waits and
-its PodGroup says why. Devices with taints or shared counters are never counted as room.
+What cannot be proven -- an expression that fails, adminAccess, allocationMode All, a claim shape
+not modelled, differently narrowed requests over the same devices, a claim or template not seen
+yet -- marks the member (``Pod.devices_unproven``): the gang waits and its PodGroup says why.
+Devices with taints or shared counters are never counted as room.
 
 A translation keeps the previous one's pods, gangs and device index (``_memo``) and reuses those
 whose inputs are unchanged: between passes most are, and rebuilding them was most of its cost.
