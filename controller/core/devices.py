@@ -4,7 +4,7 @@ Every DeviceClass is one resource, named by its ``extendedResourceName`` where s
 class name (queues and messages use the same name). A node's allocatable gains the class's devices
 it reaches (node-local ResourceSlices, newest complete pool generation); a pod holding allocated
 devices (its claims' ``reservedFor``) requests them, so a preempted victim frees them. Devices
-allocated to a claim no live pod holds are taken off the node's room.
+allocated to a claim no live pod holds, or several do, are taken off the node's room.
 
 A gated member's demand is its claims' requests (a template's, or a named claim's): ``exactly``
 with ``deviceClassName`` and ``count``, CEL ``selectors`` and the claim's ``matchAttribute``
