@@ -223,7 +223,9 @@ def _request_demand(view: DeviceView, request: DeviceRequest, spec: ClaimSpec, d
     demand.requests[resource] = demand.requests.get(resource, 0) + request.count
     narrower_class = resource != class_resource(view.device_class(request.device_class))
     if request.selectors or match or narrower_class:
-        narrow = _Narrow(request.device_class, request.selectors, match, request.count, False)
+        # Without a constraint its room is counted in devices: requests of the same devices but
+        # different counts are one resource, so together they never take more than there are.
+        narrow = _Narrow(request.device_class, request.selectors, match, request.count if match else 1, False)
         view.matching(narrow.device_class, narrow.selectors)  # fails now if an expression does
         demand.narrow.append(narrow)
         demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + request.count

@@ -201,6 +201,20 @@ def test_the_same_narrow_request_in_two_gangs_is_counted_together() -> None:
     assert sorted(type(d).__name__ for d in out.values()) == ["Admit", "Wait"], out
 
 
+def test_requests_of_the_same_devices_with_different_counts_share_their_room() -> None:
+    def h100(count: int) -> ClaimSpec:
+        return ClaimSpec((DeviceRequest("gpus", DRIVER, (MODEL,), count),))
+
+    launcher = replace(members("g", 1, template="one")[0], uid="launcher", name="launcher")
+    g = gang("g").min(3).members(launcher, *members("g", 2, template="two")).build()
+    assert isinstance(decisions(world(("a", 10), one=h100(1), two=h100(2)), g)["g"], Admit)  # 5 H100
+    assert isinstance(decisions(world(("a", 8), one=h100(1), two=h100(2)), g)["g"], Wait)  # 4 H100
+    x = gang("x").members(*members("x", 1, template="two")).build()
+    y = gang("y").members(*members("y", 1, template="four")).build()
+    out = decisions(world(("a", 8), two=h100(2), four=h100(4)), x, y)  # 4 H100: not 6
+    assert sorted(type(d).__name__ for d in out.values()) == ["Admit", "Wait"], out
+
+
 def test_a_constraint_naming_a_first_available_request_holds_for_its_subrequests() -> None:
     nested = ClaimSpec(
         (DeviceRequest("gpus", "", alternatives=(DeviceRequest("gpus/big", DRIVER, count=3),)),),
