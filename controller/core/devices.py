@@ -212,7 +212,7 @@ def _request_demand(view: DeviceView, request: DeviceRequest, spec: ClaimSpec, d
         raise Unproven(request.unmodelled)
     if request.all_devices:
         # It takes every matching device of the node it lands on: a per-node demand not modelled.
-        raise Unproven(msg.device_request_unmodelled(request.name, msg.DEVICE_ALL))
+        raise Unproven(msg.device_request_unmodelled(request.name, msg.device_allocation_mode("All")))
     resource = _counted_as(view, request.device_class)
     matches = [
         name for name, names in spec.match_attributes if not names or request.name in names or parent in names

@@ -760,7 +760,6 @@ DEVICE_CAPACITY_REQUESTS = "capacity requests"
 DEVICE_TOLERATIONS = "device tolerations"
 DEVICE_NO_EXACTLY = "no exactly request"
 DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute"
-DEVICE_ALL = "allocationMode All"
 
 
 def device_classes_overlap(device_class: str) -> str:

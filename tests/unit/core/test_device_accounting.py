@@ -171,7 +171,7 @@ def test_all_devices_requests_are_unproven() -> None:
     every = ClaimSpec((DeviceRequest("gpus", DRIVER, all_devices=True),))
     decision = decisions(world(("a", 8), t=every), gang("g").members(*members("g", 1)).build())["g"]
     assert isinstance(decision, Wait) and decision.reason is Reason.DEVICES_UNPROVEN, decision
-    assert msg.DEVICE_ALL in decision.message
+    assert msg.device_allocation_mode("All") in decision.message
 
 
 def test_differently_narrowed_requests_over_the_same_devices_are_not_both_admitted() -> None:
