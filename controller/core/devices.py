@@ -378,7 +378,10 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     gangs: list[Gang] = []
     starting: set[str] = set()  # admitted members the scheduler has not placed yet
     for gang in snapshot.gangs:
-        claimants = [p for p in gang.members if p.claims and (p.gated or _starting(gang, p))]
+        # Asked of every member in every pass: a bound one (most) is never starting.
+        claimants = [
+            p for p in gang.members if p.claims and (p.gated or (p.node_name is None and _starting(gang, p)))
+        ]
         if not claimants:
             gangs.append(gang)
             continue
