@@ -222,8 +222,24 @@ def claim_record(raw: JsonObject) -> Claim:
     reserved = tuple(str(_obj(r).get("uid")) for r in _list(status.get("reservedFor")) if _obj(r).get("uid"))
     annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
     extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
+    owner = next(
+        (
+            str(ref["uid"])
+            for ref in map(_obj, _list(_obj(raw.get("metadata")).get("ownerReferences")))
+            if ref.get("controller") and ref.get("uid")
+        ),
+        None,
+    )
     return Claim(
-        namespace, name, claim_spec(_obj(raw.get("spec"))), allocated, node, reserved, extended, reach
+        namespace,
+        name,
+        claim_spec(_obj(raw.get("spec"))),
+        allocated,
+        node,
+        reserved,
+        extended,
+        allocated_reach=reach,
+        owner=owner,
     )
 
 
