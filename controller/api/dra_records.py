@@ -230,8 +230,27 @@ def claim_record(raw: JsonObject) -> Claim:
     )
     annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
     extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
+    owner = next(
+        (
+            str(ref["uid"])
+            for ref in map(_obj, _list(_obj(raw.get("metadata")).get("ownerReferences")))
+            if ref.get("controller") and ref.get("uid")
+        ),
+        None,
+    )
     spec = claim_spec(_obj(raw.get("spec")))
-    return Claim(namespace, name, spec, allocated, node, reserved, extended, reach, groups)
+    return Claim(
+        namespace,
+        name,
+        spec,
+        allocated,
+        node,
+        reserved,
+        extended,
+        allocated_reach=reach,
+        reserved_for_groups=groups,
+        owner=owner,
+    )
 
 
 def group_claims(raw: JsonObject) -> tuple[GroupClaim, ...]:

@@ -217,6 +217,7 @@ def pod_record(raw: Mapping[str, Any]) -> Pod:
         tolerations=_tolerations(spec),
         unmodelled=_unmodelled(affinity, spec),
         claims=pod_claims(spec, status),
+        extended_claim=obj(status.get("extendedResourceClaimStatus")).get("resourceClaimName") or None,
         group=link.name if link else None,
         workload=ref[:2] if ref else None,
         scheduling_group=grouplink.scheduling_group(spec),

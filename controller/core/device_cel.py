@@ -158,7 +158,9 @@ class Selectors:
         if program is None:
             try:
                 program = _cel().compile(expression)
-            except Exception as err:  # the library raises ValueError and others on syntax errors
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as err:  # ValueError and others on syntax errors; a panic (see below)
                 raise SelectorError(str(err)) from err
             self._programs[expression] = program
         return program
@@ -187,7 +189,11 @@ class Selectors:
         self._context.add_variable("device", device_variables(device))
         try:
             result = program.execute(self._context)
-        except Exception as err:  # a missing key, a type error, an unknown function
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        # A missing key, a type error, an unknown function; or a panic of the Rust library, which
+        # pyo3 raises as a BaseException (PanicException): one selector, not the controller.
+        except BaseException as err:
             return f"{type(err).__name__}: {err}"
         if not isinstance(result, bool):
             return msg.cel_not_bool(type(result).__name__)

@@ -5,20 +5,23 @@ class name (queues and messages use the same name). A node's allocatable gains t
 it reaches (node-local ResourceSlices, newest complete pool generation); a network-attached device
 (``allNodes``, ``nodeSelector``) counts on one node it reaches (``_deal_networked``). A pod holding
 allocated devices (its claims' ``reservedFor``) requests them, so a preempted victim frees them.
-Devices allocated to a claim no live pod holds are taken off the node's room.
+Devices allocated to a claim no live pod holds, or several do, are taken off the node's room.
 
 A gated member's demand is its claims' requests (a template's, or a named claim's): ``exactly``
-with ``deviceClassName``, ``count`` or ``allocationMode: All``, CEL ``selectors`` and the claim's
-``matchAttribute`` constraints; of ``firstAvailable`` the first alternative there is room for. A
-request that narrows the class (selectors, a constraint, All, a later alternative) is also a
-resource of its own: per node, how many of its free devices satisfy it (for a constraint, in
-groups of equal attribute value, whole requests only), so the member is pinned only where its
-devices are. A named claim already allocated pins its members to where its devices are; one not
-yet allocated is counted once and holds the gang to one node.
+with ``deviceClassName`` and ``count``, CEL ``selectors`` and the claim's ``matchAttribute`` and
+``distinctAttribute`` constraints; of ``firstAvailable`` the first alternative there is room for.
+An admitted member the scheduler has not placed yet keeps the demand of its claims not allocated
+yet. A request that narrows the class (selectors, a constraint, a later alternative, a class
+selecting devices an earlier class counts) is also a resource of its own: per node, how many of
+its free devices satisfy it (for a constraint, in groups by attribute value, whole requests only),
+so the member is pinned only where its devices are. A named claim already allocated pins its
+members to where its devices are; one not yet allocated is counted once and holds the gang to one
+node.
 
-What cannot be proven -- an expression that fails, adminAccess, a claim shape not modelled, a
-claim or template not seen yet -- marks the member (``Pod.devices_unproven``): the gang waits and
-its PodGroup says why. Devices with taints or shared counters are never counted as room.
+What cannot be proven -- an expression that fails, adminAccess, allocationMode All, a claim shape
+not modelled, differently narrowed requests over the same devices, a claim or template not seen
+yet -- marks the member (``Pod.devices_unproven``): the gang waits and its PodGroup says why.
+Devices with taints or shared counters are never counted as room.
 
 A translation keeps the previous one's pods, gangs and device index (``_memo``) and reuses those
 whose inputs are unchanged: between passes most are, and rebuilding them was most of its cost.
@@ -105,8 +108,7 @@ class _Narrow:
     device_class: str
     selectors: tuple[str, ...]
     match: str | None
-    count: int
-    all_devices: bool
+    count: int  # devices one request takes
     distinct: bool = False  # ``match`` names a distinctAttribute: values unique, not equal
     # firstAvailable: the alternatives before this one. A node where one of them can be satisfied
     # counts none of this request: the scheduler would take that alternative there instead.
@@ -114,14 +116,12 @@ class _Narrow:
 
     @property
     def resource(self) -> str:
-        shape = (self.selectors, self.match, self.count, self.all_devices, self.before, self.distinct)
+        # Without a constraint its room is counted in devices: requests of the same devices but
+        # different counts are one resource, so together they never take more than there are.
+        count = self.count if self.match is not None else 1
+        shape = (self.selectors, self.match, count, self.before, self.distinct)
         text = repr(shape).encode()
         return f"{self.device_class}[{hashlib.sha256(text).hexdigest()[:8]}]"
-
-    @property
-    def need(self) -> int:
-        """What one request takes of its room: a device each, or the whole node for All."""
-        return 1 if self.all_devices else self.count
 
 
 @dataclass
@@ -170,6 +170,7 @@ class _DeviceIndex:
         # node -> how many of its devices count as each class resource
         self.node_counts: dict[str, dict[str, int]] = {}
         self.pool_nodes: dict[tuple[str, str], list[str]] | None = None  # (driver, pool) -> nodes
+        self.counted_as: dict[str, str] = {}  # class name -> _counted_as, once asked
 
     @staticmethod
     def of(world: DraWorld) -> _DeviceIndex:
@@ -227,36 +228,28 @@ class DeviceView:
 
     def narrow_room(self, narrow: _Narrow, node: str) -> int:
         """How many devices of a narrow request's kind a node has free (in whole requests for a
-        constraint; 1 or 0 for allocationMode All)."""
-        reachable = self.reachable.get(node, ())
+        constraint)."""
         if any(self.satisfiable(earlier, node) for earlier in narrow.before):
             return 0
-        if narrow.all_devices and reachable:
-            matching = self.matching(narrow.device_class, narrow.selectors)
-            if any(d.id in matching for d in reachable):
-                return 0  # All would take devices other nodes reach too: not modelled
         return self._room(narrow, (*self.by_node.get(node, ()), *self.dealt.get(node, ())))
 
     def satisfiable(self, narrow: _Narrow, node: str) -> bool:
         """Could the scheduler satisfy one such request on the node with the devices free now
         (every device it reaches, not only those counted on it)?"""
         devices = (*self.by_node.get(node, ()), *self.reachable.get(node, ()))
-        return self._room(narrow, devices) >= narrow.need
+        return self._room(narrow, devices) >= narrow.count
 
     def whole_requests(self, narrow: _Narrow) -> int:
         """How many such requests the nodes have room for, all together."""
         found = self._whole.get(narrow)
         if found is None:
-            found = sum(self.narrow_room(narrow, node.name) // narrow.need for node in self.nodes)
+            found = sum(self.narrow_room(narrow, node.name) // narrow.count for node in self.nodes)
             self._whole[narrow] = found
         return found
 
     def _room(self, narrow: _Narrow, devices: Iterable[Device]) -> int:
         matching = self.matching(narrow.device_class, narrow.selectors)
-        mine = [d for d in devices if d.id in matching]
-        free = [d for d in mine if d.id not in self.allocated]
-        if narrow.all_devices:
-            return 1 if mine and len(free) == len(mine) else 0
+        free = [d for d in devices if d.id in matching and d.id not in self.allocated]
         if narrow.match is None:
             return len(free)
         groups: dict[object, int] = defaultdict(int)
@@ -319,6 +312,9 @@ def _narrow_of(
 ) -> _Narrow:
     if request.unmodelled:
         raise Unproven(request.unmodelled)
+    if request.all_devices:
+        # It takes every matching device of the node it lands on: a per-node demand not modelled.
+        raise Unproven(msg.device_request_unmodelled(request.name, msg.device_allocation_mode("All")))
     view.device_class(request.device_class)  # fails now if the class does not exist
     attribute, distinct = match
     narrow = _Narrow(
@@ -326,7 +322,6 @@ def _narrow_of(
         request.selectors,
         attribute,
         request.count,
-        request.all_devices,
         distinct,
         before,
     )
@@ -353,12 +348,29 @@ def _request_demand(
         narrow = _first_available(view, request, spec, members)
     else:
         narrow = _narrow_of(view, request, _match_of(spec, request.name))
-    resource = class_resource(view.device_class(narrow.device_class))
-    if not narrow.all_devices:
-        demand.requests[resource] = demand.requests.get(resource, 0) + narrow.count
-    if narrow.selectors or narrow.match or narrow.all_devices or narrow.before:
+    resource = _counted_as(view, narrow.device_class)
+    demand.requests[resource] = demand.requests.get(resource, 0) + narrow.count
+    narrower_class = resource != class_resource(view.device_class(narrow.device_class))
+    if narrow.selectors or narrow.match or narrow.before or narrower_class:
         demand.narrow.append(narrow)
-        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + narrow.need
+        demand.requests[narrow.resource] = demand.requests.get(narrow.resource, 0) + narrow.count
+
+
+def _counted_as(view: DeviceView, class_name: str) -> str:
+    """The resource a class's devices count as. A device several classes select counts for the
+    first of them by name (``_resource_of_device``), so a request of a narrower class counts
+    against that class's resource, as a narrow request limited to its own class's devices.
+    Raises Unproven when the class's selectors fail, or its devices count as several resources."""
+    found = view.index.counted_as.get(class_name)
+    if found is not None:
+        return found
+    own = class_resource(view.device_class(class_name))
+    resources = _resource_of_device(view)
+    counted = {r for d in view.matching(class_name) if (r := resources.get(d)) is not None}
+    if len(counted) > 1:
+        raise Unproven(msg.device_classes_overlap(class_name))
+    found = view.index.counted_as[class_name] = counted.pop() if counted else own
+    return found
 
 
 def _claim_demand(view: DeviceView, spec: ClaimSpec, demand: _Demand, members: int = 1) -> None:
@@ -451,14 +463,13 @@ def _held(
     view: DeviceView, pods: Sequence[Pod], resources: Mapping[DeviceId, str]
 ) -> tuple[dict[str, _Addition], set[DeviceId], dict[DeviceId, str]]:
     """What devices add to each pod holding them (by uid: ("held", requests, None, ())), the
-    devices allocated to claims no live pod holds (not free, and nobody gives them back), and the
-    node of the pod charged for each network-attached one. A claim several pods reserve (or
-    their PodGroup) is charged to the first of them."""
+    devices allocated to claims no live pod holds, or several pods do (not free: evicting one of
+    them would not free them, and nobody gives them back), and the node of the pod charged for each
+    network-attached one. A claim reserved for a PodGroup is charged to the first of its live
+    members: a gang is evicted whole, which frees it."""
     # Pod.holds_capacity, inline: asked of every pod in every pass.
     live = {
-        p.uid: p.node_name
-        for p in pods
-        if (p.node_name is not None or p.nominated_node is not None) and not p.finished
+        p.uid: p for p in pods if (p.node_name is not None or p.nominated_node is not None) and not p.finished
     }
     charged: dict[str, _Addition] = {}
     orphaned: set[DeviceId] = set()
@@ -474,34 +485,52 @@ def _held(
         if claim.reserved_for_groups:  # a PodGroup's claim: its running members hold it
             by_group = group_holders(pods) if by_group is None else by_group
             groups = claim.reserved_for_groups
-            reserved = (*reserved, *(u for g in groups for u in by_group.get((claim.namespace, g), ())))
-        if len(reserved) == 1:
+            members = (u for g in groups for u in by_group.get((claim.namespace, g), ()))
+            holders = sorted(uid for uid in (*reserved, *members) if uid in live)
+            if not holders:
+                orphaned.update(allocated)
+                continue
+            holder = holders[0]
+        elif len(reserved) == 1:
             holder = reserved[0]
             if holder not in live:
                 orphaned.update(allocated)
                 continue
         else:
             holders = [uid for uid in reserved if uid in live]
-            if not holders:
+            if len(holders) != 1:
                 orphaned.update(allocated)
                 continue
-            holder = min(holders)
-        if claim.extended:
-            continue  # the pod's own nvidia.com/gpu request counts these
+            holder = holders[0]
+        if claim.extended and _extended_for(view, claim, live[holder], resources):
+            continue  # the pod's own extended-resource request counts these
         cached = charges.get(id(claim))
         if cached is None or cached[0] is not claim or networked:
             cached = (claim, _charge(view, claim, resources))
         kept[id(claim)] = cached
         if networked:
             for device_id in allocated:
-                if device_id in networked and device_id not in view.uncounted and live[holder]:
-                    held_on[device_id] = str(live[holder])
+                node_name = live[holder].node_name
+                if device_id in networked and device_id not in view.uncounted and node_name:
+                    held_on[device_id] = node_name
         addition = cached[1]
         if addition is not None:
             before = charged.get(holder)
             charged[holder] = addition if before is None else _merged(before, addition)
     view.index.charges = kept
     return charged, orphaned, held_on
+
+
+def _extended_for(view: DeviceView, claim: Claim, holder: Pod, resources: Mapping[DeviceId, str]) -> bool:
+    """Is the claim the one the scheduler made for its holder's extended-resource request, whose
+    own requests then count its devices? Not the claim's annotation alone, which any tenant who
+    creates a claim can write: the holder controls the claim, its status names it, and it
+    requests the extended resource of the devices' class."""
+    if not (claim.owner == holder.uid and holder.extended_claim == claim.name):
+        return False
+    extended = {c.extended_resource for c in view.world.classes.values() if c.extended_resource}
+    counted = {resources.get(device_id) for device_id in claim.allocated}
+    return all(r in extended and r in holder.requests for r in counted)
 
 
 def _charge(view: DeviceView, claim: Claim, resources: Mapping[DeviceId, str]) -> _Addition | None:
@@ -693,8 +722,12 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     _deal_networked(view, resources, held_on)
     demands: dict[str, _Demand | str] = {}
     gangs: list[Gang] = []
+    starting: set[str] = set()  # admitted members the scheduler has not placed yet
     for gang in snapshot.gangs:
-        claimants = [p for p in gang.members if p.claims and p.gated]
+        # Asked of every member in every pass: a bound one (most) is never starting.
+        claimants = [
+            p for p in gang.members if p.claims and (p.gated or (p.node_name is None and _starting(gang, p)))
+        ]
         if not claimants:
             gangs.append(gang)
             continue
@@ -702,14 +735,20 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
         counted: set[tuple[str, str]] = set()
         for pod in claimants:
             try:
-                demand = member_demand(view, pod, counted, len(claimants))
+                if pod.gated:
+                    demand = member_demand(view, pod, counted, len(claimants))
+                else:
+                    starting.add(pod.uid)
+                    demand = member_demand(view, _unallocated_claims(view, pod), counted, len(claimants))
             except Unproven as err:
-                demands[pod.uid] = str(err)
+                if pod.gated:  # an admitted member's devices are counted only where proven
+                    demands[pod.uid] = str(err)
                 continue
             demands[pod.uid] = demand
             for key in demand.shared:
                 shared_by[key] += 1
         gangs.append(_gang_with(gang, demands, shared_by))
+    _refuse_overlaps(view, snapshot.gangs, demands, starting)
     narrow = {n.resource: n for d in demands.values() if isinstance(d, _Demand) for n in d.narrow}
     pods, changed, stale = _translated_pods(snapshot.pods, demands, held)
     gangs = _translated_gangs(gangs, changed, stale)
@@ -728,13 +767,71 @@ def with_devices(snapshot: Snapshot, world: DraWorld | None) -> Snapshot:
     return replace(snapshot, nodes=nodes, pods=pods, gangs=tuple(gangs), devices=None)
 
 
+def _starting(gang: Gang, pod: Pod) -> bool:
+    """An admitted member whose gate is lifted but which the scheduler has not placed yet: its
+    claims are not allocated, so its devices still look free unless its demand is counted."""
+    return (
+        not pod.gated
+        and pod.uid in gang.admitted
+        and pod.node_name is None
+        and pod.nominated_node is None
+        and not pod.finished
+        and not pod.terminating
+    )
+
+
+def _unallocated_claims(view: DeviceView, pod: Pod) -> Pod:
+    """The pod with only its claims not allocated yet (those allocated are held or off the room)."""
+    claims = view.world.claims
+    kept = []
+    for pod_claim in pod.claims:
+        name = pod_claim.claim or pod_claim.generated
+        claim = claims.get((pod.namespace, name)) if name is not None else None
+        if claim is None or not claim.is_allocated:
+            kept.append(pod_claim)
+    return _with(pod, claims=tuple(kept))
+
+
+def _refuse_overlaps(
+    view: DeviceView, gangs: Iterable[Gang], demands: dict[str, _Demand | str], starting: set[str]
+) -> None:
+    """Each narrow request's room is counted from the same free devices: two different ones
+    whose devices overlap would both be given the shared devices. The first gang to ask keeps
+    its requests (admitted members the scheduler has not placed first, then by priority and
+    age); a later gang's member asking an overlapping one is unproven until then."""
+    if not any(isinstance(d, _Demand) and d.narrow for d in demands.values()):
+        return
+    kept: dict[str, frozenset[DeviceId]] = {}  # narrow resource -> the devices it may take
+    ordered = sorted(
+        gangs, key=lambda g: (not any(m.uid in starting for m in g.members), -g.priority, g.created)
+    )
+    for gang in ordered:
+        mine, placed = dict(kept), dict(kept)  # with every member's requests; with those placed
+        refused: dict[str, str] = {}
+        for pod in gang.members:
+            demand = demands.get(pod.uid)
+            if not isinstance(demand, _Demand):
+                continue
+            for narrow in demand.narrow:
+                devices = view.matching(narrow.device_class, narrow.selectors)
+                clash = any(r != narrow.resource and devices & other for r, other in mine.items())
+                if clash and pod.uid not in starting:
+                    refused[pod.uid] = msg.device_requests_overlap(narrow.device_class)
+                mine[narrow.resource] = devices
+                if pod.uid in starting:
+                    placed[narrow.resource] = devices
+        demands.update(refused)
+        kept = placed if refused else mine
+
+
 def _gang_with(
     gang: Gang, demands: Mapping[str, _Demand | str], shared_by: Mapping[tuple[str, str], int]
 ) -> Gang:
-    """A gang whose members share a claim not yet allocated must fit on one node."""
+    """A gang whose members share a claim not yet allocated must fit on one node (a wider
+    required level, e.g. a rack, would let them land on nodes the claim cannot reach)."""
     if not any(n > 1 for n in shared_by.values()):
         return gang
-    return replace(gang, required_topology=gang.required_topology or HOSTNAME)
+    return replace(gang, required_topology=HOSTNAME)
 
 
 def _translated_pods(

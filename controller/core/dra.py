@@ -86,12 +86,14 @@ class Claim:
     allocated: tuple[DeviceId, ...] = ()
     allocated_node: str | None = None  # the node its allocation is limited to, if one
     reserved_for: tuple[str, ...] = ()  # pod uids
-    # Made by the scheduler for a pod's extended-resource request (the pod's own requests count it).
+    # Annotated as made by the scheduler for a pod's extended-resource request; trusted only
+    # together with its owner and the pod's status (devices._extended_for).
     extended: bool = False
     # Allocated to devices several nodes reach: the nodes its users may run on (all_nodes: any).
     allocated_reach: NodeReach | None = None
     # Native PodGroups it is reserved for (a PodGroup-level claim): their pods hold it.
     reserved_for_groups: tuple[str, ...] = ()
+    owner: str | None = None  # the uid of its controlling owner (ownerReferences)
 
     @property
     def is_allocated(self) -> bool:

@@ -816,6 +816,21 @@ DEVICE_NO_EXACTLY = "no exactly request"
 DEVICE_OTHER_CONSTRAINT = "a constraint other than matchAttribute or distinctAttribute"
 
 
+def device_classes_overlap(device_class: str) -> str:
+    return (
+        f"DeviceClass {device_class} selects devices other DeviceClasses select too, "
+        "across several of them, which is not modelled"
+    )
+
+
+def device_requests_overlap(device_class: str) -> str:
+    return (
+        f"requests of class {device_class} whose selectors or constraints differ but select some "
+        "of the same devices are not modelled together: the gang waits while another such "
+        "request is counted (one of its own, or another gang's until that gang's members are placed)"
+    )
+
+
 def device_allocation_mode(mode: str) -> str:
     return f"allocationMode {mode}"
 

@@ -106,6 +106,9 @@ class Pod:
     claims: tuple[PodClaim, ...] = ()
     # Why its DRA device demand cannot be proven (its gang waits, saying so), or None.
     devices_unproven: str | None = None
+    # status.extendedResourceClaimStatus.resourceClaimName: the claim the scheduler made for its
+    # extended-resource requests (DRA), or None.
+    extended_claim: str | None = None
     group: str | None = None  # canonical PodGroup name (same namespace), None for non-gang pods
     # spec.workloadRef (workload, podGroup): where a native Workload's gang size comes from.
     workload: tuple[str, str] | None = None
@@ -418,7 +421,8 @@ class Short:
     members that run keep running (a Wait would read as "not admitted")."""
 
     gang: GangKey
-    reason: Reason  # WAITING_FOR_MEMBERS, INSUFFICIENT_CAPACITY, UNSCHEDULABLE or QUEUE_LIMIT
+    # WAITING_FOR_MEMBERS, INSUFFICIENT_CAPACITY, UNSCHEDULABLE, QUEUE_LIMIT or DEVICES_UNPROVEN
+    reason: Reason
     message: str
     missing: int  # members it needs beyond those that run or are admitted
 

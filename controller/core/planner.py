@@ -31,7 +31,7 @@ the others are admitted on their own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from controller.core import messages as msg
@@ -153,6 +153,15 @@ def _subgroups_first(gang: Gang, live: Sequence[Pod], pending: list[Pod]) -> tup
         first.extend([m for m in pending if m.labels.get(SUBGROUP) == name][: max(0, need - placed)])
     chosen = {m.uid for m in first}
     return [*first, *(m for m in pending if m.uid not in chosen)], len(first)
+
+
+def devices_unproven(members: Iterable[Pod]) -> str | None:
+    """Why the first member whose DRA device demand cannot be proven may not be placed, or None:
+    such a member carries no device requests, so room for it would be a guess."""
+    for member in members:
+        if member.devices_unproven is not None:
+            return msg.devices_unproven(member.name, member.devices_unproven)
+    return None
 
 
 def _has_gated(gang: Gang) -> bool:
@@ -616,10 +625,9 @@ class PlanningPass:
                 return self._wait(
                     gang, Reason.WAITING_FOR_MEMBERS, msg.waiting_for_subgroup(name, have, need), timed_out
                 )
-        unproven = next((m for m in live if m.devices_unproven), None)
-        if unproven is not None and unproven.devices_unproven is not None:
-            why = msg.devices_unproven(unproven.name, unproven.devices_unproven)
-            return self._wait(gang, Reason.DEVICES_UNPROVEN, why, timed_out)
+        unproven = devices_unproven(live)
+        if unproven is not None:
+            return self._wait(gang, Reason.DEVICES_UNPROVEN, unproven, timed_out)
         if any(m.foreign_gates for m in live):
             gates = sorted({g for m in live for g in m.foreign_gates})
             return self._wait(gang, Reason.FOREIGN_GATES, msg.foreign_gates(gates), timed_out)
@@ -978,6 +986,14 @@ class PlanningPass:
             return None
         others = len(live) - len(pending)
         missing = max(0, gang.min_member - others)
+        unproven = devices_unproven(pending)
+        if unproven is not None:  # never placed on a guess: the required ones wait, saying why
+            if devices_unproven(pending[:missing]) is not None:
+                why = msg.short_of_room(missing, gang.min_member, unproven)
+                return Short(gang.key, Reason.DEVICES_UNPROVEN, why, missing)
+            pending = [m for m in pending if m.devices_unproven is None]
+            if not pending:
+                return None
         if missing > len(pending):
             text = msg.short_of_members(missing, gang.min_member, len(pending))
             return Short(gang.key, Reason.WAITING_FOR_MEMBERS, text, missing)
@@ -1091,6 +1107,10 @@ class PlanningPass:
             gates = sorted({g for m in live for g in m.foreign_gates})
             if gates:
                 siblings.not_ready(child, Reason.FOREIGN_GATES, msg.foreign_gates(gates))
+                continue
+            unproven = devices_unproven(live)
+            if unproven is not None:
+                siblings.not_ready(child, Reason.DEVICES_UNPROVEN, unproven)
                 continue
             pending = sorted((m for m in live if m.gated and m.uid not in child.admitted), key=member_order)
             others = len(live) - len(pending)

@@ -326,6 +326,38 @@ def test_an_expression_phalanx_cannot_evaluate_waits_and_says_so(
     )
 
 
+def test_devices_of_a_gang_let_go_are_not_given_away_before_the_scheduler_allocates_them(
+    env: tuple[LocalCluster, Phalanx, str, DevicePool],
+) -> None:
+    """Between a gang's gate lift and the scheduler's allocation its claims hold no devices. Its
+    pods here name a scheduler that does not run, so that moment lasts until the bind timeout."""
+    cluster, phalanx, ns, pool = env
+    pool.add(1, gpus=8)
+    apply(cluster, ns, template("four-gpus", claim_spec(4)))
+    first = claim_job("first", pool, 2, template_name="four-gpus")
+    first["spec"]["template"]["spec"]["schedulerName"] = "e2e-no-such-scheduler"
+    apply(cluster, ns, first)
+
+    def first_let_go() -> bool:
+        found = members(cluster, ns, "first")
+        return len(found) == 2 and not any(gated(p) or bound(p) for p in found)
+
+    eventually(first_let_go, 60, what="the first gang admitted, its members unbound")
+    try:
+        apply(cluster, ns, claim_job("second", pool, 1, template_name="four-gpus"))
+        message = waits_saying(cluster, ns, "second", *SHORT)
+        assert DRA_DEVICE_CLASS in message, message
+        held_through_a_pass(
+            cluster,
+            phalanx,
+            # Once the first gang is rolled back (bind timeout), its devices are free again.
+            lambda: not first_let_go() or all(gated(p) for p in members(cluster, ns, "second")),
+            what="the second gang gated while the first one's members wait for their scheduler",
+        )
+    finally:
+        cluster.kubectl("delete", "job", "first", "-n", ns, "--wait=false", check=False)
+
+
 def priority_class(cluster: LocalCluster, value: int) -> str:
     name = f"dra-{value}-{uuid.uuid4().hex[:6]}"
     body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}}

@@ -127,12 +127,6 @@ def test_allocated_shared_devices_are_not_free_and_a_holder_frees_them_on_its_no
     assert sum(n.allocatable.get(DRIVER, 0) for n in out.nodes) == 1
 
 
-def test_all_devices_where_shared_devices_reach_is_not_counted() -> None:
-    all_of = ClaimSpec((DeviceRequest("gpus", DRIVER, all_devices=True),))
-    assert isinstance(decide(world(local("a", 2), t=all_of), 1), Admit)
-    assert isinstance(decide(world([*local("a", 2), *shared("net", 1, RACK_1)], t=all_of), 1), Wait)
-
-
 def test_first_available_takes_the_first_alternative_with_room() -> None:
     w = world([*local("a", 4), *local("b", 2, "A100")], t=first_available((2, H100), (1, A100)))
     decision = decide(w, 2)
