@@ -4,9 +4,9 @@ gang waits instead of being planned on a guess."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.api.node_selectors import selector_terms
 from controller.core import (
@@ -23,22 +23,17 @@ from controller.core import (
 from controller.core import (
     messages as msg,
 )
+from shared.jsonread import items, obj
 from shared.quantities import parse_fraction
+
+_Entry = TypeVar("_Entry", PodClaim, GroupClaim)
 
 JsonObject = Mapping[str, Any]
 SCHEDULING_GROUP = "scheduling.k8s.io"  # a claim reserved for a native PodGroup names this group
 
 
-def _obj(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _key(raw: JsonObject) -> tuple[str, str]:
-    meta = _obj(raw.get("metadata"))
+    meta = obj(raw.get("metadata"))
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
@@ -80,28 +75,28 @@ def _node_selection(raw: Mapping[str, Any]) -> tuple[str | None, NodeReach | Non
 
 
 def slice_record(raw: JsonObject) -> SliceRecord:
-    spec = _obj(raw.get("spec"))
+    spec = obj(raw.get("spec"))
     driver = str(spec.get("driver") or "")
-    pool = _obj(spec.get("pool"))
+    pool = obj(spec.get("pool"))
     pool_name = str(pool.get("name") or "")
     generation = int(pool.get("generation") or 0)
     per_device = bool(spec.get("perDeviceNodeSelection"))
     node, reach = _node_selection(spec)
     devices = []
-    for item in _list(spec.get("devices")):
-        device = _obj(item)
+    for item in items(spec.get("devices")):
+        device = obj(item)
         if per_device:
             node, reach = _node_selection(device)
         attributes: dict[str, AttributeValue] = {}
-        for name, value in _obj(device.get("attributes")).items():
-            parsed = _attribute(_obj(value))
+        for name, value in obj(device.get("attributes")).items():
+            parsed = _attribute(obj(value))
             if parsed is not None:
                 attributes[_qualified(str(name), driver)] = parsed
         capacity: dict[str, int] = {}
-        for name, value in _obj(device.get("capacity")).items():
+        for name, value in obj(device.get("capacity")).items():
             try:
                 capacity[_qualified(str(name), driver)] = int(
-                    parse_fraction(str(_obj(value).get("value"))) * 1000
+                    parse_fraction(str(obj(value).get("value"))) * 1000
                 )
             except (ValueError, ZeroDivisionError):
                 continue
@@ -129,16 +124,16 @@ def slice_record(raw: JsonObject) -> SliceRecord:
 
 
 def class_record(raw: JsonObject) -> DeviceClass:
-    spec = _obj(raw.get("spec"))
+    spec = obj(raw.get("spec"))
     selectors = tuple(
-        str(_obj(_obj(s).get("cel")).get("expression") or "") for s in _list(spec.get("selectors"))
+        str(obj(obj(s).get("cel")).get("expression") or "") for s in items(spec.get("selectors"))
     )
     return DeviceClass(_key(raw)[1], selectors, spec.get("extendedResourceName") or None)
 
 
 def _request(raw: Mapping[str, Any], name: str) -> DeviceRequest:
     selectors = tuple(
-        str(_obj(_obj(s).get("cel")).get("expression") or "") for s in _list(raw.get("selectors"))
+        str(obj(obj(s).get("cel")).get("expression") or "") for s in items(raw.get("selectors"))
     )
     unmodelled = None
     if raw.get("adminAccess"):
@@ -162,17 +157,17 @@ def _request(raw: Mapping[str, Any], name: str) -> DeviceRequest:
 
 
 def claim_spec(spec: Mapping[str, Any]) -> ClaimSpec:
-    devices = _obj(spec.get("devices"))
+    devices = obj(spec.get("devices"))
     requests = []
-    for item in _list(devices.get("requests")):
-        request = _obj(item)
+    for item in items(devices.get("requests")):
+        request = obj(item)
         name = str(request.get("name") or "")
         if request.get("exactly") is not None:
-            requests.append(_request(_obj(request.get("exactly")), name))
+            requests.append(_request(obj(request.get("exactly")), name))
         elif request.get("firstAvailable"):
             alternatives = tuple(
-                _request(_obj(sub), f"{name}/{_obj(sub).get('name')}")
-                for sub in _list(request["firstAvailable"])
+                _request(obj(sub), f"{name}/{obj(sub).get('name')}")
+                for sub in items(request["firstAvailable"])
             )
             requests.append(DeviceRequest(name, "", alternatives=alternatives))
         else:
@@ -182,9 +177,9 @@ def claim_spec(spec: Mapping[str, Any]) -> ClaimSpec:
     matches: list[tuple[str, tuple[str, ...]]] = []
     distinct: list[tuple[str, tuple[str, ...]]] = []
     unmodelled = None
-    for item in _list(devices.get("constraints")):
-        constraint = _obj(item)
-        names = tuple(str(n) for n in _list(constraint.get("requests")))
+    for item in items(devices.get("constraints")):
+        constraint = obj(item)
+        names = tuple(str(n) for n in items(constraint.get("requests")))
         if constraint.get("matchAttribute"):
             matches.append((str(constraint["matchAttribute"]), names))
         elif constraint.get("distinctAttribute"):
@@ -195,7 +190,7 @@ def claim_spec(spec: Mapping[str, Any]) -> ClaimSpec:
 
 
 def template_record(raw: JsonObject) -> ClaimSpec:
-    return claim_spec(_obj(_obj(_obj(raw.get("spec")).get("spec"))))
+    return claim_spec(obj(obj(obj(raw.get("spec")).get("spec"))))
 
 
 def _allocated_nodes(allocation: Mapping[str, Any]) -> tuple[str | None, NodeReach | None]:
@@ -214,31 +209,31 @@ def _allocated_nodes(allocation: Mapping[str, Any]) -> tuple[str | None, NodeRea
 
 def claim_record(raw: JsonObject) -> Claim:
     namespace, name = _key(raw)
-    status = _obj(raw.get("status"))
-    allocation = _obj(status.get("allocation"))
-    results = _list(_obj(allocation.get("devices")).get("results"))
+    status = obj(raw.get("status"))
+    allocation = obj(status.get("allocation"))
+    results = items(obj(allocation.get("devices")).get("results"))
     allocated = tuple(
-        (str(_obj(r).get("driver")), str(_obj(r).get("pool")), str(_obj(r).get("device"))) for r in results
+        (str(obj(r).get("driver")), str(obj(r).get("pool")), str(obj(r).get("device"))) for r in results
     )
     node, reach = _allocated_nodes(allocation) if allocated else (None, None)
-    consumers = [_obj(r) for r in _list(status.get("reservedFor"))]
+    consumers = [obj(r) for r in items(status.get("reservedFor"))]
     reserved = tuple(str(r.get("uid")) for r in consumers if r.get("uid"))
     groups = tuple(
         str(r.get("name"))
         for r in consumers
         if r.get("resource") == "podgroups" and r.get("apiGroup") == SCHEDULING_GROUP and r.get("name")
     )
-    annotations = _obj(_obj(raw.get("metadata")).get("annotations"))
+    annotations = obj(obj(raw.get("metadata")).get("annotations"))
     extended = annotations.get("resource.kubernetes.io/extended-resource-claim") == "true"
     owner = next(
         (
             str(ref["uid"])
-            for ref in map(_obj, _list(_obj(raw.get("metadata")).get("ownerReferences")))
+            for ref in map(obj, items(obj(raw.get("metadata")).get("ownerReferences")))
             if ref.get("controller") and ref.get("uid")
         ),
         None,
     )
-    spec = claim_spec(_obj(raw.get("spec")))
+    spec = claim_spec(obj(raw.get("spec")))
     return Claim(
         namespace,
         name,
@@ -256,38 +251,29 @@ def claim_record(raw: JsonObject) -> Claim:
 def group_claims(raw: JsonObject) -> tuple[GroupClaim, ...]:
     """A native PodGroup's spec.resourceClaims, with the claims its status names (1.36+, where the
     DRAWorkloadResourceClaims gate is on; the API server drops the field where it is off)."""
-    generated = {
-        str(_obj(s).get("name")): str(_obj(s).get("resourceClaimName"))
-        for s in _list(_obj(raw.get("status")).get("resourceClaimStatuses"))
-        if _obj(s).get("resourceClaimName")
-    }
-    out = []
-    for item in _list(_obj(raw.get("spec")).get("resourceClaims")):
-        entry = _obj(item)
-        name = str(entry.get("name") or "")
-        out.append(
-            GroupClaim(
-                name,
-                template=entry.get("resourceClaimTemplateName") or None,
-                claim=entry.get("resourceClaimName") or None,
-                generated=generated.get(name),
-            )
-        )
-    return tuple(out)
+    return _claim_entries(obj(raw.get("spec")), obj(raw.get("status")), GroupClaim)
 
 
 def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+    return _claim_entries(spec, status, PodClaim)
+
+
+def _claim_entries(
+    spec: Mapping[str, Any], status: Mapping[str, Any], entry_of: Callable[..., _Entry]
+) -> tuple[_Entry, ...]:
+    """``spec.resourceClaims`` of a pod or a PodGroup, each with the claim ``status`` says was
+    made for it (``status.resourceClaimStatuses``): the same shape on both."""
     generated = {
-        str(_obj(s).get("name")): str(_obj(s).get("resourceClaimName"))
-        for s in _list(status.get("resourceClaimStatuses"))
-        if _obj(s).get("resourceClaimName")
+        str(obj(s).get("name")): str(obj(s).get("resourceClaimName"))
+        for s in items(status.get("resourceClaimStatuses"))
+        if obj(s).get("resourceClaimName")
     }
     out = []
-    for item in _list(spec.get("resourceClaims")):
-        entry = _obj(item)
+    for item in items(spec.get("resourceClaims")):
+        entry = obj(item)
         name = str(entry.get("name") or "")
         out.append(
-            PodClaim(
+            entry_of(
                 name,
                 template=entry.get("resourceClaimTemplateName") or None,
                 claim=entry.get("resourceClaimName") or None,
