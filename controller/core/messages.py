@@ -267,6 +267,13 @@ def topology_key_twice(levels: str) -> str:
     return f"{levels!r}: a node label key appears twice"
 
 
+def slices_of_one_shape(kinds: int) -> str:
+    return (
+        f"topology slices are cut from members that all ask the same; this gang's members ask "
+        f"{kinds} different ways (requests, node selector, affinity or tolerations)"
+    )
+
+
 def slice_size_not_a_number() -> str:
     return (
         "the slice size (phalanx.io/topology-slice-size, kueue.x-k8s.io/podset-slice-size) "

@@ -155,6 +155,20 @@ def resolve(capacity: Capacity, keys: Sequence[str]) -> list[int]:
     return out
 
 
+def _member_kind(pod: Pod) -> tuple[object, ...]:
+    """What makes members place alike: their requests and where they may go."""
+    return (
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_affinity,
+        pod.tolerations,
+    )
+
+
+def _kinds(gang: Gang) -> int:
+    return len({_member_kind(m) for m in gang.members if not m.finished and not m.terminating})
+
+
 def invalid(gang: Gang, config: PlannerConfig) -> str | None:
     """Why the gang's topology request can never be met, or None."""
     request = gang.topology
@@ -162,6 +176,8 @@ def invalid(gang: Gang, config: PlannerConfig) -> str | None:
         return request.conflict
     if request.name is not None and config.levels(request.name) is None:
         return msg.topology_unknown(request.name, [name for name, _ in config.topologies])
+    if request.subgroup_levels and _kinds(gang) > 1:  # pieces are cut from one shape's pods too
+        return msg.slices_of_one_shape(_kinds(gang))
     if request.slice_key or request.slice_size:
         if request.slice_size < 0:
             return msg.slice_size_not_a_number()
@@ -169,6 +185,8 @@ def invalid(gang: Gang, config: PlannerConfig) -> str | None:
             return msg.slice_incomplete()
         if gang.min_member % request.slice_size:
             return msg.slice_not_dividing(request.slice_size, gang.min_member)
+        if _kinds(gang) > 1:  # slices are cut from one shape's pods: such a gang would wait for ever
+            return msg.slices_of_one_shape(_kinds(gang))
         levels = config.levels(request.name) or ()
         required = gang.required_topology
         if (

@@ -134,6 +134,15 @@ def test_a_slice_size_that_does_not_divide_the_gang_is_invalid() -> None:
     assert d.message == "slice size 4 does not divide the gang's 6 members"
 
 
+def test_slices_of_a_gang_whose_members_ask_differently_are_invalid_not_a_wait_for_ever() -> None:
+    """Slices are cut from one shape's pods: a launcher beside its workers cannot be sliced, and
+    such a gang must say so instead of waiting as if room were short."""
+    g = gang("g").min(4).gated_members(1, gpus=0, prefix="launcher").gated_members(3, gpus=2)
+    d = decide(fleet(), g.topology(slice_key=NVLINK_LABEL, slice_size=2))
+    assert isinstance(d, Reject) and d.reason == Reason.INVALID_SPEC, d
+    assert "2 different ways" in d.message
+
+
 def test_a_slice_wider_than_the_required_level_is_invalid() -> None:
     g = gang("g").min(4).gated_members(4, gpus=1).requires(NVLINK_LABEL)
     d = decide(fleet(), g.topology(slice_key=BLOCK_LABEL, slice_size=2))
