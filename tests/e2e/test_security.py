@@ -230,8 +230,13 @@ def test_only_the_controller_writes_the_pod_templates_of_capacity_requests(
     cluster: LocalCluster, gang_namespace: str
 ) -> None:
     """The PodTemplates a ProvisioningRequest names are what the autoscaler provisions for: a tenant
-    may not make or change one labelled with a gang, and the controller may delete only those."""
-    as_tenant = tenant(cluster, gang_namespace)
+    may not make or change one labelled with a gang, and the controller may delete only those. The
+    built-in edit role grants no PodTemplates; this tenant's role does, as some clusters' do."""
+    role = f"podtemplate-writer-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl(
+        "create", "clusterrole", role, "--verb=get,list,create,update,patch,delete", "--resource=podtemplates"
+    )
+    as_tenant = tenant(cluster, gang_namespace, role)
     labelled = {
         "apiVersion": "v1",
         "kind": "PodTemplate",
@@ -253,6 +258,7 @@ def test_only_the_controller_writes_the_pod_templates_of_capacity_requests(
 
     cluster.kubectl(*create, "--as", CONTROLLER, input=json.dumps(labelled))  # the controller's own
     cluster.kubectl("delete", "podtemplate", "big", "-n", gang_namespace, "--as", CONTROLLER)
+    cluster.kubectl("delete", "clusterrole", role)
 
 
 # ---- item 14: small ones -------------------------------------------------------------------------
