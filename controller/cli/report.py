@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from controller.cli.cluster import ClusterState
@@ -89,6 +89,11 @@ PLANNER, PODGROUP_STATUS = "planner", "podGroupStatus"
 # ---- explain -----------------------------------------------------------------------------------
 
 
+def _holders_data(holders: Sequence[tuple[str, int, str | None]]) -> list[dict[str, Any]]:
+    """The pods holding what a fix frees, as the JSON output names them."""
+    return [{"pod": name, "amount": amount, "gang": gang} for name, amount, gang in holders]
+
+
 def _fix_data(
     fix: FreeOnNode | FreeInDomain | AddNodes | AddDomain | Remove, resource: str
 ) -> dict[str, Any]:
@@ -98,7 +103,7 @@ def _fix_data(
             "node": fix.node,
             "resource": fix.resource,
             "amount": fix.amount,
-            "heldBy": [{"pod": name, "amount": amount, "gang": gang} for name, amount, gang in fix.holders],
+            "heldBy": _holders_data(fix.holders),
         }
     if isinstance(fix, FreeInDomain):
         return {
@@ -107,7 +112,7 @@ def _fix_data(
             "domain": fix.value,
             "resource": fix.resource,
             "amount": fix.amount,
-            "heldBy": [{"pod": name, "amount": amount, "gang": gang} for name, amount, gang in fix.holders],
+            "heldBy": _holders_data(fix.holders),
         }
     if isinstance(fix, AddDomain):
         return {

@@ -24,6 +24,13 @@ def requests(h: Harness) -> list[dict[str, Any]]:
     return h.kube.items(r.PROVISIONING_REQUESTS)
 
 
+def asking() -> Harness:
+    """Requests on (best-effort-atomic), 2 nodes × 4 GPUs."""
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    return h
+
+
 async def answer(h: Harness, **conditions: tuple[str, str]) -> None:
     """The autoscaler's part: set the request's conditions (type -> (status, reason))."""
     [request] = requests(h)
@@ -55,8 +62,7 @@ async def test_without_the_opt_in_a_gang_waiting_for_capacity_says_the_autoscale
 
 
 async def test_a_waiting_gang_asks_once_and_starts_on_the_provisioned_nodes_consuming_the_request() -> None:
-    h = Harness(provisioning_requests="best-effort-atomic")
-    h.cluster(nodes=2, gpus=4)
+    h = asking()
     h.kube.seed(r.PODS, *gang(3, gpus=4))
     await h.step()
 
@@ -108,8 +114,7 @@ async def test_a_waiting_gang_asks_once_and_starts_on_the_provisioned_nodes_cons
 
 
 async def test_a_failed_request_is_reported_and_asked_again_after_its_backoff() -> None:
-    h = Harness(provisioning_requests="best-effort-atomic")
-    h.cluster(nodes=2, gpus=4)
+    h = asking()
     h.kube.seed(r.PODS, *gang(3, gpus=4))
     await h.step()
     [first] = requests(h)
@@ -166,8 +171,7 @@ def labelled(kind: str, name: str, gang_name: str, **fields: Any) -> dict[str, A
 async def test_a_request_phalanx_did_not_make_is_neither_trusted_nor_touched() -> None:
     """Anyone may label a ProvisioningRequest with a gang; Phalanx reads only those its PodGroup
     controls: a forged Provisioned one does not put the gang first, and is never deleted by it."""
-    h = Harness(provisioning_requests="best-effort-atomic")
-    h.cluster(nodes=2, gpus=4)
+    h = asking()
     forged = labelled(
         "ProvisioningRequest",
         "forged",
@@ -191,15 +195,13 @@ async def test_a_request_phalanx_did_not_make_is_neither_trusted_nor_touched() -
 
 
 async def test_a_squatted_template_name_stops_that_gang_s_request_only() -> None:
-    h = Harness(provisioning_requests="best-effort-atomic")
-    h.cluster(nodes=2, gpus=4)
+    h = asking()
     h.kube.seed(r.PODS, *gang(3, gpus=4))
     await h.step()
     [mine] = requests(h)
     template = mine["spec"]["podSets"][0]["podTemplateRef"]["name"]
     # Start again where a tenant made a PodTemplate of the name Phalanx will use first.
-    h2 = Harness(provisioning_requests="best-effort-atomic")
-    h2.cluster(nodes=2, gpus=4)
+    h2 = asking()
     h2.kube.seed(r.POD_TEMPLATES, {"kind": "PodTemplate", "metadata": {"name": template, "namespace": NS}})
     h2.kube.seed(r.PODS, *gang(3, gpus=4))
     h2.kube.seed(r.PODS, *gang(2, group="other", gpus=8))  # 16 GPUs on 8: asks too
@@ -214,8 +216,7 @@ async def test_a_squatted_template_name_stops_that_gang_s_request_only() -> None
 async def test_a_member_that_consumes_its_own_request_keeps_it_and_starts_with_the_rest() -> None:
     """The admission policy refuses a lifting patch that changes an annotation the pod carries:
     a member whose workload names its own ProvisioningRequest must not be left gated."""
-    h = Harness(provisioning_requests="best-effort-atomic")
-    h.cluster(nodes=2, gpus=4)
+    h = asking()
     own = {c.CONSUME_PROVISIONING_REQUEST_ANNOTATION: "theirs"}
     h.kube.seed(r.PODS, *gang(1, gpus=4, annotations=own), *gang(3, gpus=4)[1:])
     await h.step()
