@@ -92,6 +92,7 @@ from controller.core.planner import PlanningPass, invalid_spec, plan
 from controller.core.provisioning import (
     BEST_EFFORT_ATOMIC,
     CHECK_CAPACITY,
+    UNANSWERED,
     AutoscalerNote,
     GangProvisioning,
     NewRequest,
@@ -126,6 +127,7 @@ __all__ = [
     "DEFAULT_LEVELS",
     "DEFAULT_TOPOLOGY",
     "NODE_NAME_FIELD",
+    "UNANSWERED",
     "AddDomain",
     "AddNodes",
     "Admit",

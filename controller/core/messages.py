@@ -866,6 +866,13 @@ def autoscaler_blind() -> str:
     )
 
 
+def awaiting_own_capacity() -> str:
+    return (
+        "waits for the nodes asked for it: its ProvisioningRequest is not answered yet, and room "
+        "that registers meanwhile may be another gang's"
+    )
+
+
 def provisioning_condition(reason: str, message: str) -> str:
     return ": ".join(part for part in (reason, message.rstrip(".")) if part)
 

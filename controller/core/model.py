@@ -231,6 +231,10 @@ class Gang:
     # and its booking lasts): it is planned before every other gang, so the room made for it is not
     # given to a gang planned after it.
     capacity_booked: bool = False
+    # Its ProvisioningRequest is out and not yet answered (Requested or Accepted, for at most
+    # ProvisioningConfig.answer_seconds): it waits for its own nodes rather than taking room that
+    # may have been made for another gang's request.
+    capacity_awaited: bool = False
 
     @property
     def wait_start(self) -> float:

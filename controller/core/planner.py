@@ -669,9 +669,13 @@ class PlanningPass:
                 return self._wait(gang, Reason.QUEUE_LIMIT, over, timed_out)
             extra = book.within_limit(queue, request, extra)
         demand = self._demand(required, self._within(gang), gang)
-        nodes = self._try_place(demand, extra)
+        nodes = None if gang.capacity_awaited else self._try_place(demand, extra)
         if nodes is None:
-            decision = self._cannot_fit(gang, demand, timed_out)
+            decision = (
+                self._wait(gang, Reason.INSUFFICIENT_CAPACITY, msg.awaiting_own_capacity(), timed_out)
+                if gang.capacity_awaited
+                else self._cannot_fit(gang, demand, timed_out)
+            )
             if (
                 isinstance(decision, Wait)
                 and decision.reason in CAPACITY_WAITS

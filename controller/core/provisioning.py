@@ -39,6 +39,8 @@ class ProvisioningConfig:
     # A Failed request is asked again after this, doubled per failure, up to the maximum.
     retry_seconds: float = 30.0
     max_retry_seconds: float = 600.0
+    # A gang waits this long at most for the answer to its request before it takes any room.
+    answer_seconds: float = 300.0
 
 
 class RequestPhase(StrEnum):
@@ -50,6 +52,10 @@ class RequestPhase(StrEnum):
     PROVISIONED = "Provisioned"  # room provisioned (or found) and booked for the gang
     FAILED = "Failed"
     EXPIRED = "BookingExpired"  # BookingExpired or CapacityRevoked: the booking is gone
+
+
+# Out and not answered yet: nodes for it may be on their way.
+UNANSWERED = frozenset({RequestPhase.REQUESTED, RequestPhase.ACCEPTED})
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core import (
+    UNANSWERED,
     Admit,
     AutoscalerNote,
     Decision,
@@ -149,7 +150,7 @@ class Reconciler:
         requests = await self._provisioning_requests()
         with cyclic_gc_paused():
             snapshot, views = gangs.snapshot(self.store, now, skip_settled=True, cache=self.views)
-            snapshot = booked_first(snapshot, requests)
+            snapshot = booked_first(snapshot, requests, now, self.provisioning.answer_seconds)
             the_plan = plan(snapshot, self.planner)
         self.metrics.pass_duration.observe(time.perf_counter() - started)
         decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
@@ -455,14 +456,29 @@ class Reconciler:
         self.store.release_holds(stale)
 
 
-def booked_first(snapshot: Snapshot, requests: list[ProvisioningRequestState] | None) -> Snapshot:
+def booked_first(
+    snapshot: Snapshot,
+    requests: list[ProvisioningRequestState] | None,
+    now: float,
+    answer_seconds: float,
+) -> Snapshot:
     """The snapshot with every gang whose ProvisioningRequest is Provisioned marked as booked (the
-    core plans it first, on the room made for it)."""
-    booked = {r.gang for r in requests or () if r.phase == RequestPhase.PROVISIONED}
-    if not booked:
+    core plans it first, on the room made for it), and every gang whose request is still
+    unanswered marked as awaiting it (it does not take room made for another gang's request)."""
+    booked: set[GangKey] = set()
+    awaited: set[GangKey] = set()
+    for r in requests or ():
+        if r.phase == RequestPhase.PROVISIONED:
+            booked.add(r.gang)
+        elif r.phase in UNANSWERED and now - r.created < answer_seconds:
+            awaited.add(r.gang)
+    if not booked and not awaited:
         return snapshot
     marked = tuple(
-        dataclasses.replace(g, capacity_booked=True) if g.key in booked else g for g in snapshot.gangs
+        dataclasses.replace(g, capacity_booked=g.key in booked, capacity_awaited=g.key in awaited)
+        if g.key in booked or g.key in awaited
+        else g
+        for g in snapshot.gangs
     )
     return dataclasses.replace(snapshot, gangs=marked)
 

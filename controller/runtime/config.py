@@ -119,6 +119,11 @@ class ControllerSettings(BaseSettings):
         description="a Failed ProvisioningRequest is asked again after this, doubled per failure "
         "up to 10 minutes",
     )
+    provisioning_answer_seconds: float = Field(
+        300.0,
+        description="a gang whose ProvisioningRequest is not answered yet (Requested, Accepted) "
+        "waits this long at most for its own nodes before it takes whatever room fits it",
+    )
     patch_concurrency: int = Field(64, description="parallel pod patches when a gang's gates are lifted")
     resync_seconds: float = Field(
         30.0, description="a full re-plan at least this often, whatever the watches say"

@@ -73,6 +73,7 @@ def provisioning_config(settings: ControllerSettings) -> ProvisioningConfig:
         enabled=settings.provisioning_requests in classes,
         class_name=classes.get(settings.provisioning_requests, BEST_EFFORT_ATOMIC),
         retry_seconds=settings.provisioning_retry_seconds,
+        answer_seconds=settings.provisioning_answer_seconds,
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import resources as r
+from controller.core import ProvisioningConfig
 from controller.pipeline.status import iso
 from shared import constants as c
 
@@ -31,9 +32,12 @@ def asking() -> Harness:
     return h
 
 
-async def answer(h: Harness, **conditions: tuple[str, str]) -> None:
-    """The autoscaler's part: set the request's conditions (type -> (status, reason))."""
-    [request] = requests(h)
+async def answer(h: Harness, name: str | None = None, **conditions: tuple[str, str]) -> None:
+    """The autoscaler's part: set a request's conditions (type -> (status, reason)); the only
+    request unless ``name`` says which."""
+    if name is None:
+        [request] = requests(h)
+        name = request["metadata"]["name"]
     status = {
         "conditions": [
             {
@@ -46,7 +50,6 @@ async def answer(h: Harness, **conditions: tuple[str, str]) -> None:
             for t, (s, why) in conditions.items()
         ]
     }
-    name = request["metadata"]["name"]
     await h.kube.patch(r.PROVISIONING_REQUESTS, NS, name, {"status": status}, subresource="status")
 
 
@@ -111,6 +114,51 @@ async def test_a_waiting_gang_asks_once_and_starts_on_the_provisioned_nodes_cons
     await h.step()
     assert requests(h) == []
     assert h.kube.items(r.POD_TEMPLATES) == []
+
+
+ACCEPTED = ("True", "Accepted")
+PROVISIONED = ("True", "CapacityIsProvisioned")
+
+
+async def test_two_gangs_asking_at_once_each_wait_for_their_own_nodes() -> None:
+    """Nodes made for one request register before either request says Provisioned: neither gang
+    takes them (they may be the other's); the gang whose request is Provisioned does."""
+    h = asking()
+    h.kube.seed(r.PODS, *gang(3, group="a", gpus=4), *gang(3, group="b", gpus=4))
+    await h.step()
+    made = {x["metadata"]["labels"][c.POD_GROUP_LABEL]: x["metadata"]["name"] for x in requests(h)}
+    assert sorted(made) == ["a", "b"]
+    for name in made.values():
+        await answer(h, name, Accepted=ACCEPTED)
+    h.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))  # room for one of them
+    h.clock.advance(3)
+    await h.step()
+    assert all(gates_of(h.pod(f"{g}-{i}")) for g in "ab" for i in range(3))
+    waiting = h.pg("a")
+    assert waiting is not None and "not answered yet" in waiting["status"]["message"]
+
+    await answer(h, made["b"], Accepted=ACCEPTED, Provisioned=PROVISIONED)
+    h.clock.advance(3)
+    await h.step()
+    for i in range(3):
+        started = h.pod(f"b-{i}")
+        assert started is not None and not gates_of(started)
+        assert started["metadata"]["annotations"][c.CONSUME_PROVISIONING_REQUEST_ANNOTATION] == made["b"]
+        assert gates_of(h.pod(f"a-{i}"))
+
+
+async def test_a_request_left_unanswered_too_long_no_longer_keeps_its_gang_off_free_room() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    await answer(h, Accepted=ACCEPTED)
+    h.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))
+    h.clock.advance(3)
+    await h.step()
+    assert gates_of(h.pod("g-0"))
+    h.clock.advance(ProvisioningConfig().answer_seconds)
+    await h.step()
+    assert all(not gates_of(h.pod(f"g-{i}")) for i in range(3))
 
 
 async def test_a_failed_request_is_reported_and_asked_again_after_its_backoff() -> None:
