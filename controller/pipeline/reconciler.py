@@ -64,6 +64,11 @@ log = logging.getLogger(__name__)
 REPLAN = "*"  # queue key: capacity changed, no particular gang
 
 
+# A status that only counts members (512 of them arriving, then binding) is written at most this
+# often per gang; a change of phase, reason or condition is written at once.
+STATUS_PROGRESS_SECONDS = 1.0
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Written:
     """A gang's desired status and what it was computed from. A written status changes the
@@ -108,6 +113,7 @@ class Reconciler:
         # Gang views reused while their records stay the same (None: every pass builds all again).
         self.views: gangs.ViewCache | None = gangs.ViewCache()
         self._statuses: dict[GangKey, _Written] = {}  # each gang's status as the last pass saw it
+        self._status_written_at: dict[GangKey, float] = {}
         self.bypass = GateBypassDetector(events, metrics)
         store.subscribe(self.on_change)
 
@@ -414,24 +420,40 @@ class Reconciler:
             await self._tell_native_podgroup(view, wanted, now)
             if not stale:
                 continue
+            if self._progress_too_soon(key, view, wanted, now):
+                continue
             body = wanted.to_json()
             try:
                 await self.kube.patch(
                     view.podgroup.rt, key.namespace, key.name, {"status": body}, subresource="status"
                 )
                 self.metrics.status_writes.inc()
+                self._status_written_at[key] = now
                 self.store.assume_status(view.podgroup, body)  # no rewrite before the informer catches up
             except ApiError as err:
                 if not err.not_found:
                     log.warning("status not written", extra={"gang": str(key), "error": str(err)})
                     failed.add(key)
         self._statuses = kept
+        for gone in self._status_written_at.keys() - views.keys():
+            del self._status_written_at[gone]
         self.metrics.pending.clear()
         for (reason, queue), count in pending.items():
             self.metrics.pending.labels(reason=reason, queue=queue).set(count)
         self.metrics.oldest_pending.clear()  # a queue with no Pending gang has no series
         for queue, since in oldest.items():
             self.metrics.oldest_pending.labels(queue=queue).set(max(0.0, now - since))
+
+    def _progress_too_soon(self, key: GangKey, view: GangView, wanted: PodGroupStatus, now: float) -> bool:
+        """Counts alone changed and this gang's status was written under a second ago: write it
+        once that second is over (the pass then carries every change since)."""
+        last = self._status_written_at.get(key)
+        if last is None or now - last >= STATUS_PROGRESS_SECONDS:
+            return False
+        if not status.progress_only(view.podgroup.status, wanted):
+            return False
+        self.queue.add_after(key, STATUS_PROGRESS_SECONDS - (now - last))
+        return True
 
     async def _tell_native_podgroup(self, view: GangView, wanted: PodGroupStatus, now: float) -> None:
         """The native PodGroup this gang was made for says in upstream's words whether it is placed."""

@@ -194,6 +194,30 @@ def _degraded_condition(
     )
 
 
+# What changes as members come and go without changing where the gang stands.
+_PROGRESS_FIELDS = frozenset({"members", "gated", "scheduled", "running", "succeeded", "failed", "message"})
+
+
+def _standing(conditions: Any) -> list[tuple[Any, Any, Any]]:
+    return [
+        (c.get("type"), c.get("status"), c.get("reason")) for c in conditions or () if isinstance(c, Mapping)
+    ]
+
+
+def progress_only(current: Mapping[str, Any], wanted: PodGroupStatus) -> bool:
+    """Does ``wanted`` differ from ``current`` only in counts and messages -- the same phase,
+    reason, times and conditions? Such a write may wait a moment: the next one carries it too."""
+    for k, v in wanted.to_json().items():
+        if k in _PROGRESS_FIELDS:
+            continue
+        if k == "conditions":
+            if _standing(current.get(k)) != _standing(v):
+                return False
+        elif current.get(k) != v:
+            return False
+    return True
+
+
 def differs(current: Mapping[str, Any], wanted: PodGroupStatus) -> bool:
     """Would writing ``wanted`` change ``current``? (A None in wanted means "absent".)"""
     return any(current.get(k) != v for k, v in wanted.to_json().items())

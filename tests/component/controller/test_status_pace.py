@@ -1,0 +1,37 @@
+"""A PodGroup's status follows its members at a pace: counts alone (members arriving, binding) are
+written at most once a second per gang, every change of phase, reason or condition at once -- and
+a count held back is written once the second is over, never lost."""
+
+from __future__ import annotations
+
+from controller.api import resources as r
+from controller.pipeline.reconciler import STATUS_PROGRESS_SECONDS
+
+from .harness import Harness, gang
+
+
+def members_written(h: Harness) -> int | None:
+    pg = h.pg()
+    return None if pg is None else (pg.get("status") or {}).get("members")
+
+
+async def test_counts_alone_wait_for_the_second_a_new_reason_does_not() -> None:
+    h = Harness()
+    h.cluster(nodes=2, gpus=4)
+    four = gang(4, gpus=1)
+    h.kube.seed(r.PODS, *four[:2])
+    await h.step()
+    assert members_written(h) == 2
+
+    h.kube.seed(r.PODS, four[2])  # the same second: only a count changed
+    await h.step()
+    assert members_written(h) == 2
+    h.clock.advance(STATUS_PROGRESS_SECONDS)
+    await h.step()  # the second is over: the count held back is written
+    assert members_written(h) == 3
+
+    h.kube.seed(r.PODS, four[3])  # the same second, but the gang is whole and admitted: written now
+    await h.step()
+    pg = h.pg()
+    assert pg is not None and pg["status"]["reason"] != "WaitingForMembers"
+    assert pg["status"]["members"] == 4
