@@ -13,8 +13,7 @@ import os
 import ssl
 from pathlib import Path
 
-from cryptography import x509
-
+from webhook.certexpiry import not_after as pem_not_after
 from webhook.metrics import WebhookMetrics
 
 log = logging.getLogger("phalanx.webhook.tls")
@@ -31,8 +30,7 @@ def server_context() -> ssl.SSLContext:
 
 def not_after(cert_file: Path) -> float:
     """When the first (the serving) certificate of a PEM chain expires, in Unix seconds."""
-    certificate = x509.load_pem_x509_certificate(cert_file.read_bytes())
-    return certificate.not_valid_after_utc.timestamp()
+    return pem_not_after(cert_file.read_bytes())
 
 
 class CertReloader:
