@@ -88,10 +88,12 @@ def sample_cost(cluster: LocalCluster, system: System) -> CostSample:
 
 def cost_between(before: CostSample, after: CostSample, system: System) -> dict[str, Any]:
     per_process = {name: round(after.cpu[name] - before.cpu.get(name, 0.0), 2) for name in after.cpu}
+    peak = {name: peak_rss_mb(pid) for name, pid in system.pids().items()}
     return {
         "cpu_s": round(sum(per_process.values()), 2),
         "cpu_s_per_process": per_process,
-        "peak_rss_mb": round(sum(peak_rss_mb(pid) for pid in system.pids().values()), 1),
+        "peak_rss_mb": round(sum(peak.values()), 1),
+        "peak_rss_mb_per_process": {name: round(mb, 1) for name, mb in peak.items()},
         "stock_kube_scheduler_cpu_s": round(after.kube_scheduler_cpu - before.kube_scheduler_cpu, 2),
         "api_requests": after.requests["all"] - before.requests["all"],
         "api_writes": after.requests["writes"] - before.requests["writes"],
