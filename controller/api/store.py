@@ -106,6 +106,13 @@ class Store:
         records = self.podgroup_records(key)
         return next((r for r in records if not r.managed), records[0] if records else None)
 
+    def filling(self, key: GangKey) -> bool:
+        """Fewer pods than its PodGroup's minMember exist (a Job still creating them): nothing
+        about the gang can be decided until more come."""
+        record = self.podgroup(key)
+        wanted = record.spec.min_member if record is not None else None
+        return wanted is not None and len(self.pods_by_gang.get(key, ())) < wanted
+
     def podgroup_uid(self, key: GangKey) -> str | None:
         record = self.podgroup(key)
         return record.uid if record is not None else None
@@ -224,8 +231,13 @@ class Store:
         key = self._index_pod(pod)
         if key is not None:
             self._changed(key)
-        # Capacity moved (a pod bound, finished or went away): every waiting gang may fit now.
-        if old is None or old.holds_capacity != pod.holds_capacity or old.node_name != pod.node_name:
+        # Capacity moved (a pod bound, finished or went away): every waiting gang may fit now. A
+        # new pod that holds nothing (a gated member) moves no capacity.
+        if (
+            pod.holds_capacity
+            if old is None
+            else old.holds_capacity != pod.holds_capacity or old.node_name != pod.node_name
+        ):
             self._changed(None)
 
     def delete_pod(self, raw: JsonObject) -> None:

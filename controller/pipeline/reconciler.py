@@ -67,6 +67,8 @@ REPLAN = "*"  # queue key: capacity changed, no particular gang
 # A status that only counts members (512 of them arriving, then binding) is written at most this
 # often per gang; a change of phase, reason or condition is written at once.
 STATUS_PROGRESS_SECONDS = 1.0
+# A gang with fewer members than its minMember is planned at most this often while they arrive.
+FILLING_PASS_SECONDS = 0.25
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -118,7 +120,14 @@ class Reconciler:
         store.subscribe(self.on_change)
 
     def on_change(self, key: GangKey | None) -> None:
-        self.queue.add(key if key is not None else REPLAN)
+        if key is None:
+            self.queue.add(REPLAN)
+        elif self.store.filling(key):
+            # Its members are still being created: one pass per FILLING_PASS_SECONDS, not one per
+            # member (each costs time in the gang's size); the last member's comes at once.
+            self.queue.add_after(key, FILLING_PASS_SECONDS)
+        else:
+            self.queue.add(key)
 
     async def run(self, leading: asyncio.Event) -> None:
         while True:
