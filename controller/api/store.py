@@ -70,6 +70,11 @@ class Store:
     native_podgroup_api_version: str = resources.NATIVE_PODGROUPS.api_version
     # The gang size of each workload's spec now, by (kind, namespace, name): a gang follows it.
     workload_sizes: dict[tuple[str, str, str], WorkloadSize] = field(default_factory=dict)
+    # What a gang's declared size is read from changes: its own records (a stamp per gang, from
+    # one counter that never repeats) or the objects that size gangs (one stamp for them all).
+    _change_seq: int = 0
+    _gang_stamps: dict[GangKey, int] = field(default_factory=dict)
+    _sizes_stamp: int = 0
     # Admissions recorded by this process that the informers may not have delivered yet.
     _assumed: dict[GangKey, AdmissionRecord] = field(default_factory=dict)
     # Room held for a preemptor while its victims terminate.
@@ -92,6 +97,12 @@ class Store:
         self._listeners.append(listener)
 
     def _changed(self, key: GangKey | None) -> None:
+        if key is not None:
+            self._change_seq += 1
+            self._gang_stamps[key] = self._change_seq
+            if len(self._gang_stamps) > 2 * len(self.pods_by_gang) + 1024:  # gangs that are gone
+                live = self.gang_keys()
+                self._gang_stamps = {k: v for k, v in self._gang_stamps.items() if k in live}
         for listener in self._listeners:
             listener(key)
 
@@ -112,6 +123,15 @@ class Store:
         record = self.podgroup(key)
         wanted = record.spec.min_member if record is not None else None
         return wanted is not None and len(self.pods_by_gang.get(key, ())) < wanted
+
+    def size_inputs(self, key: GangKey) -> tuple[int, int]:
+        """Changes whenever anything a gang's declared size is read from may have changed: its
+        members and PodGroups, Workloads, native PodGroups, workload specs."""
+        return self._gang_stamps.get(key, 0), self._sizes_stamp
+
+    def _sizes_changed(self) -> None:
+        self._change_seq += 1
+        self._sizes_stamp = self._change_seq
 
     def podgroup_uid(self, key: GangKey) -> str | None:
         record = self.podgroup(key)
@@ -415,15 +435,18 @@ class Store:
 
     # ---- the native Workload API -------------------------------------------------------------------
     def upsert_workload(self, raw: JsonObject) -> None:
+        self._sizes_changed()
         workload = records.workload_api_record(raw)
         self.workload_api[workload.key] = workload
         # Its gangs are named per podGroup and replica key, which only the pods know: replan all.
         self._changed(None)
 
     def delete_workload(self, raw: JsonObject) -> None:
+        self._sizes_changed()
         self.workload_api.pop((namespace_of(raw), name_of(raw)), None)
 
     def replace_workloads(self, items: list[JsonObject]) -> None:
+        self._sizes_changed()
         self.workload_api = {w.key: w for w in map(records.workload_api_record, items)}
         self._changed(None)
 
@@ -432,16 +455,19 @@ class Store:
         group = native.native_podgroup(raw)
         self._group_claims_of(group.key, dra_records.group_claims(raw))
         if self.native_podgroups.get(group.key) != group:
+            self._sizes_changed()
             self.native_podgroups[group.key] = group
             self._changed(GangKey(group.namespace, grouplink.native_group_name(group.name)))
 
     def delete_native_podgroup(self, raw: JsonObject) -> None:
+        self._sizes_changed()
         # Its Phalanx PodGroup is garbage-collected with it (owned), and its pods too where owned.
         self._group_claims_of((namespace_of(raw), name_of(raw)), ())
         if self.native_podgroups.pop((namespace_of(raw), name_of(raw)), None) is not None:
             self._changed(GangKey(namespace_of(raw), grouplink.native_group_name(name_of(raw))))
 
     def replace_native_podgroups(self, items: list[JsonObject]) -> None:
+        self._sizes_changed()
         old = set(self.native_podgroups)
         self.native_podgroups = {g.key: g for g in map(native.native_podgroup, items)}
         claims = {(namespace_of(raw), name_of(raw)): dra_records.group_claims(raw) for raw in items}
@@ -454,14 +480,17 @@ class Store:
     def upsert_workload_size(self, rt: ResourceType, raw: JsonObject) -> None:
         workload = records.workload_size_record(rt, raw)
         if workload is not None and self.workload_sizes.get(workload.key) != workload:
+            self._sizes_changed()
             self.workload_sizes[workload.key] = workload
             self._changed(None)  # scaled (rare): its gang, whatever its name, follows
 
     def delete_workload_size(self, rt: ResourceType, raw: JsonObject) -> None:
+        self._sizes_changed()
         # Its pods go with it (garbage collection); nothing to re-plan for the size alone.
         self.workload_sizes.pop((rt.kind, namespace_of(raw), name_of(raw)), None)
 
     def replace_workload_sizes(self, rt: ResourceType, items: list[JsonObject]) -> None:
+        self._sizes_changed()
         kept = {key: size for key, size in self.workload_sizes.items() if key[0] != rt.kind}
         listed = [w for raw in items if (w := records.workload_size_record(rt, raw)) is not None]
         self.workload_sizes = kept | {workload.key: workload for workload in listed}

@@ -158,6 +158,13 @@ class PodGroupFactory:
     def __init__(self, kube: Kube, store: Store) -> None:
         self.kube = kube
         self.store = store
+        # Each gang's PodGroup record and size inputs when it last followed its source: while both
+        # are the same, following again would find nothing to change.
+        self._followed: dict[GangKey, tuple[PodGroupRecord, tuple[int, int, bool]]] = {}
+
+    def retain(self, keys: set[GangKey]) -> None:
+        """Forget what gangs other than ``keys`` (every gang there is) followed."""
+        self._followed = {k: v for k, v in self._followed.items() if k in keys}
 
     def manifest(self, key: GangKey, sizing: Sizing) -> dict[str, Any]:
         members = [p for p in self.store.members(key) if not p.terminating]
@@ -234,7 +241,12 @@ class PodGroupFactory:
             await self._retire_shadow(records)
             return None
         if records:
-            await self._follow_source(key, records[0])
+            record = records[0]
+            inputs = (*self.store.size_inputs(key), self.store.assumed_admission(key) is not None)
+            last = self._followed.get(key)
+            if last is None or last[0] is not record or last[1] != inputs:
+                await self._follow_source(key, record)
+                self._followed[key] = (record, inputs)
             return None
         sizing = self.sizing(key)
         if sizing is None or not sizing.known:

@@ -158,6 +158,8 @@ class Reconciler:
         full = REPLAN in batch
         targets = self.store.gang_keys() if full else {k for k in batch if isinstance(k, GangKey)}
         await self._ensure_podgroups(targets, failed)
+        if full:
+            self.podgroups.retain(targets)
 
         # snapshot -> plan: pure, from the store and the clock.
         now = self.clock()
