@@ -12,6 +12,7 @@ raises ``InvalidSettings``: one ``Invalid`` per value, saying what is wrong and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import types
@@ -152,10 +153,10 @@ def parse(kind: Any, text: str) -> object:
             return int(text.strip().partition(".")[0])
         raise _Worded("Input should be a valid integer, unable to parse string as an integer")
     if kind is float:
-        try:
-            return float(text) if text.isascii() else float("")
-        except ValueError:
-            raise _Worded("Input should be a valid number, unable to parse string as a number") from None
+        with contextlib.suppress(ValueError):
+            if text.isascii():  # float() also reads other scripts' digits
+                return float(text)
+        raise _Worded("Input should be a valid number, unable to parse string as a number")
     if get_origin(kind) is frozenset:
         return frozenset(part.strip() for part in text.split(",") if part.strip())
     if kind is Path:
