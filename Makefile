@@ -70,9 +70,8 @@ test: $(STAMP) binaries operators autoscaler promtool lint
 # The runtime dependencies at the lowest versions pyproject.toml allows (uv's lowest-direct
 # resolution; their own dependencies and the test tools float), in a fresh .venv-floors, under the
 # tests that exercise each of them: the webhook serving reviews over TLS on uvloop (aiohttp, msgspec,
-# orjson, prometheus-client), both processes' settings and command lines (pydantic,
-# pydantic-settings), certificates (cryptography), the controller's clients (kubernetes-asyncio) and
-# the plugin (pyyaml). A floor the code has outgrown fails here. docs/development.md "The dependency floors".
+# orjson, prometheus-client), certificates (cryptography), the controller's clients
+# (kubernetes-asyncio) and the plugin (pyyaml). A floor the code has outgrown fails here. docs/development.md "The dependency floors".
 # Left out: the fuzzers, the memory and throughput checks and the heap-trim cadence (slow or
 # timing-bound, and none exercises a dependency the tests kept do not).
 FLOORS := .venv-floors

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import dataclasses
 import io
 import re
 import sys
@@ -31,6 +32,7 @@ from controller.pipeline.metrics import ControllerMetrics  # noqa: E402
 from controller.runtime.config import ControllerSettings  # noqa: E402
 from shared import kinds  # noqa: E402
 from shared.podgroup import Phase  # noqa: E402
+from shared.settings import description, fields  # noqa: E402
 from webhook.__main__ import parse_settings as webhook_parse_settings  # noqa: E402
 from webhook.config import WebhookSettings  # noqa: E402
 from webhook.metrics import WebhookMetrics  # noqa: E402
@@ -52,8 +54,8 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _default(field: Any) -> str:
-    if field.default_factory is not None:
+def _default(field: dataclasses.Field[Any]) -> str:
+    if field.default_factory is not dataclasses.MISSING:
         return "(computed)"
     value = field.default
     if value is None:
@@ -80,7 +82,8 @@ def flags(settings: type[Any], prefix: str, source: Path, accepted: set[str]) ->
     A setting the command line does not accept is read from the environment only."""
     notes = _comments(source)
     rows = ["| flag | environment | default | meaning |", "|---|---|---|---|"]
-    for name, field in settings.model_fields.items():
+    for field in fields(settings):
+        name = field.name
         flag = "--" + name.replace("_", "-")
         negated = "--no-" + flag[2:]
         if flag not in accepted:
@@ -91,7 +94,7 @@ def flags(settings: type[Any], prefix: str, source: Path, accepted: set[str]) ->
             shown = f"`{flag}`"
         rows.append(
             f"| {shown} | `{prefix}{name.upper()}` | `{_cell(_default(field))}` "
-            f"| {_cell(field.description or notes.get(name, ''))} |"
+            f"| {_cell(description(field) or notes.get(name, ''))} |"
         )
     return rows
 

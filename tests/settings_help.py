@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from shared.cli import flag
+from shared.settings import Settings, description, fields
 
 
 def help_text(
     parse_settings: Callable[[list[str]], Any],
-    settings: type[BaseModel],
+    settings: type[Settings],
     env_prefix: str,
     capsys: pytest.CaptureFixture[str],
 ) -> str:
@@ -24,9 +24,10 @@ def help_text(
     assert exited.value.code == 0
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     unwrapped = "".join(out.split())  # ... also after a hyphen
-    for name, field in settings.model_fields.items():
-        assert field.description, f"{name} has no description for --help"
+    for field in fields(settings):
+        name, meaning = field.name, description(field)
+        assert meaning, f"{name} has no description for --help"
         assert f"{flag(name)} " in out
-        assert "".join(field.description.split()) in unwrapped
+        assert "".join(meaning.split()) in unwrapped
         assert f"{env_prefix}{name.upper()}" in out
     return out

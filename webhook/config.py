@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing import ClassVar, Literal
 
 from shared import constants as c
+from shared.settings import Settings, setting
 from webhook.mutate import DEFAULT_EXCLUDED_NAMESPACES, MutationConfig
 
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
-
-# NoDecode: lists come as "a,b,c" (env or flag), not as JSON.
-NameList = Annotated[frozenset[str], NoDecode]
+LOG_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"})
 
 
 class Names(frozenset[str]):
@@ -25,86 +22,100 @@ class Names(frozenset[str]):
         return ",".join(sorted(self))
 
 
-class WebhookSettings(BaseSettings):
+def _level(value: str) -> str:
+    level = value.upper()
+    if level not in LOG_LEVELS:
+        raise ValueError(f"unknown log level {value!r}")
+    return level
+
+
+def _budget_fits_a_body(settings: WebhookSettings) -> None:
+    if settings.max_buffered_body_bytes < settings.max_body_bytes:
+        raise ValueError("--max-buffered-body-bytes must be at least --max-body-bytes")
+
+
+@dataclass(frozen=True)
+class WebhookSettings(Settings):
     """Phalanx mutating admission webhook: gang scheduling gates on pods and workloads."""
 
-    model_config = SettingsConfigDict(env_prefix="PHALANX_WEBHOOK_", frozen=True)
+    env_prefix: ClassVar[str] = "PHALANX_WEBHOOK_"
+    checks = (_budget_fits_a_body,)
 
-    bind_address: str = Field(
+    bind_address: str = setting(
         "0.0.0.0", description="address of both ports; in a cluster the pod IP must be reachable"
     )
-    port: int = Field(default=9443, ge=0, le=65535, description="TLS admission port")
-    health_port: int = Field(default=8080, ge=0, le=65535, description="plain HTTP /healthz /readyz /metrics")
-    cert_dir: Path = Field(
+    port: int = setting(9443, ge=0, le=65535, description="TLS admission port")
+    health_port: int = setting(8080, ge=0, le=65535, description="plain HTTP /healthz /readyz /metrics")
+    cert_dir: Path = setting(
         Path("/etc/phalanx/webhook/certs"), description="where tls.crt and tls.key are read"
     )
-    cert_reload_seconds: float = Field(
+    cert_reload_seconds: float = setting(
         default=5.0, gt=0, description="how often a renewed certificate is picked up"
     )
-    max_body_bytes: int = Field(
+    max_body_bytes: int = setting(
         default=6 * 1024 * 1024,
         ge=1024,
         description="larger requests get HTTP 413 (the API server accepts objects up to 3 MiB and "
         "stores up to 1.5 MiB: an UPDATE review carries both, in a few KiB of envelope)",
     )
-    body_read_timeout_seconds: float = Field(
+    body_read_timeout_seconds: float = setting(
         default=2.0,
         gt=0,
         description="a body must arrive whole within this time; stalled uploads get HTTP 408",
     )
-    max_buffered_body_bytes: int = Field(
+    max_buffered_body_bytes: int = setting(
         default=24 * 1024 * 1024,
         ge=64 * 1024,
         description="bytes of large bodies (over 64 KiB, or of unknown length) held at once across "
         "all connections; one that does not fit waits --body-budget-wait-seconds, then gets HTTP 503",
     )
-    body_budget_wait_seconds: float = Field(
+    body_budget_wait_seconds: float = setting(
         default=0.0,
         ge=0,
         description="how long a large body waits for room in the budget (0: refused at once, so that "
         "its connection is closed before it buffers more)",
     )
-    max_connections: int = Field(
+    max_connections: int = setting(
         default=128,
         ge=1,
         description="open connections; a new one beyond this closes the one idle longest (or, when "
         "every one is in a request, itself)",
     )
-    header_timeout_seconds: float = Field(
+    header_timeout_seconds: float = setting(
         default=10.0,
         gt=0,
         description="a request's headers must arrive within this time of its first byte (of "
         "connecting, for a connection's first request), else the connection is closed",
     )
-    keepalive_timeout_seconds: float = Field(
+    keepalive_timeout_seconds: float = setting(
         default=120.0,
         gt=0,
         description="an idle connection is closed after this long (longer than the API server's own "
         "90 s, so that it never reuses a connection being closed)",
     )
-    foreign_schedulers: NameList = Field(
+    foreign_schedulers: frozenset[str] = setting(
         Names(c.DEFAULT_FOREIGN_GANG_SCHEDULERS),
         description="schedulerName values of other gang schedulers, rewritten to --target-scheduler "
         "(comma list)",
     )
-    target_scheduler: str = Field(c.DEFAULT_SCHEDULER, description="the scheduler gangs are handed to")
-    excluded_namespaces: NameList = Field(
+    target_scheduler: str = setting(c.DEFAULT_SCHEDULER, description="the scheduler gangs are handed to")
+    excluded_namespaces: frozenset[str] = setting(
         Names(DEFAULT_EXCLUDED_NAMESPACES),
         description="never mutated, whatever their labels say (comma list)",
     )
-    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+    event_loop: Literal["auto", "uvloop", "asyncio"] = setting(
         "auto",
         description="uvloop (C event loop and TLS: about a tenth more admissions per CPU second), "
         "asyncio, or auto: uvloop when installed",
     )
-    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
-    log_json: bool = Field(True, description="JSON log lines (--no-log-json: plain text)")
-    shutdown_delay_seconds: float = Field(
+    log_level: str = setting("INFO", description="DEBUG, INFO, WARNING or ERROR", check=_level)
+    log_json: bool = setting(True, description="JSON log lines (--no-log-json: plain text)")
+    shutdown_delay_seconds: float = setting(
         default=2.0,
         ge=0,
         description="on SIGTERM, keep serving (unready) this long while the endpoint removal propagates",
     )
-    shutdown_timeout_seconds: float = Field(
+    shutdown_timeout_seconds: float = setting(
         default=10.0,
         ge=0,
         description=(
@@ -112,27 +123,6 @@ class WebhookSettings(BaseSettings):
             " after the webhook configuration's timeoutSeconds, 5 s)"
         ),
     )
-
-    @model_validator(mode="after")
-    def _budget_fits_a_body(self) -> WebhookSettings:
-        if self.max_buffered_body_bytes < self.max_body_bytes:
-            raise ValueError("--max-buffered-body-bytes must be at least --max-body-bytes")
-        return self
-
-    @field_validator("foreign_schedulers", "excluded_namespaces", mode="before")
-    @classmethod
-    def _split(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return frozenset(part.strip() for part in value.split(",") if part.strip())
-        return value
-
-    @field_validator("log_level")
-    @classmethod
-    def _level(cls, value: str) -> str:
-        level = value.upper()
-        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-            raise ValueError(f"unknown log level {value!r}")
-        return level
 
     @property
     def cert_file(self) -> Path:

@@ -11,11 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
-
 from controller.runtime.config import ControllerSettings
 from shared.cli import flag
+from shared.settings import InvalidSettings, field_types, from_text
 
 ENV_PREFIX = "PHALANX_CONTROLLER_"
 CONTAINER = "controller"
@@ -29,21 +27,6 @@ PLANNER_FIELDS = (
     "topologies",
 )
 DEFAULT, ENV, ARGS = "default", "env", "args"
-
-
-class _Given(ControllerSettings):
-    """ControllerSettings from given values only: never the plugin's own environment."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
 
 
 @dataclass(frozen=True)
@@ -69,7 +52,7 @@ class SettingsUsed:
 
 
 def defaults(why: str) -> SettingsUsed:
-    return SettingsUsed(_Given(), f"defaults ({why})")
+    return SettingsUsed(ControllerSettings(), f"defaults ({why})")
 
 
 def from_deployment(deployment: Mapping[str, Any]) -> SettingsUsed:
@@ -88,7 +71,7 @@ def from_deployment(deployment: Mapping[str, Any]) -> SettingsUsed:
     for env in container.get("env") or ():
         name = str(env.get("name", ""))
         key = name.removeprefix(ENV_PREFIX).lower()
-        if not name.startswith(ENV_PREFIX) or key not in ControllerSettings.model_fields:
+        if not name.startswith(ENV_PREFIX) or key not in field_types(ControllerSettings):
             continue
         if "value" in env:
             values[key], origins[key] = env["value"], ENV
@@ -98,9 +81,10 @@ def from_deployment(deployment: Mapping[str, Any]) -> SettingsUsed:
     for key, value in parse_args([*command[1:], *(str(arg) for arg in container.get("args") or ())]):
         values[key], origins[key] = value, ARGS
     try:
-        settings = _Given(**values)
-    except ValidationError as err:
-        return SettingsUsed(_Given(), f"defaults ({source} has invalid settings: {err.error_count()})")
+        settings = from_text(ControllerSettings, values)
+    except InvalidSettings as err:
+        why = f"{source} has invalid settings: {len(err.errors)}"
+        return SettingsUsed(ControllerSettings(), f"defaults ({why})")
     planner_origins = {key: origin for key, origin in origins.items() if key in PLANNER_FIELDS}
     return SettingsUsed(settings, source, planner_origins, tuple(warnings))
 
@@ -108,7 +92,7 @@ def from_deployment(deployment: Mapping[str, Any]) -> SettingsUsed:
 def parse_args(tokens: Sequence[str]) -> list[tuple[str, Any]]:
     """(field, value) of every controller flag in ``tokens``, as the controller's command line reads
     them: ``--x=v``, ``--x v``, and booleans as ``--x`` / ``--no-x``. Other tokens are skipped."""
-    fields = ControllerSettings.model_fields
+    kinds = field_types(ControllerSettings)
     found: list[tuple[str, Any]] = []
     position = 0
     while position < len(tokens):
@@ -118,11 +102,11 @@ def parse_args(tokens: Sequence[str]) -> list[tuple[str, Any]]:
             continue
         name, equals, value = token[2:].partition("=")
         key = name.replace("-", "_")
-        if key.startswith("no_") and key[3:] in fields and fields[key[3:]].annotation is bool:
+        if key.startswith("no_") and kinds.get(key[3:]) is bool:
             found.append((key[3:], False))
-        elif key in fields and fields[key].annotation is bool:
+        elif kinds.get(key) is bool:
             found.append((key, value if equals else True))
-        elif key in fields:
+        elif key in kinds:
             if not equals and position < len(tokens):
                 value = tokens[position]
                 position += 1

@@ -7,6 +7,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+from shared.settings import fields
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -41,7 +43,7 @@ def test_every_setting_is_a_flag_and_one_without_would_be_listed_as_environment_
     assert {"--leader-election", "--no-leader-election"} <= controller
     assert {"--log-json", "--no-log-json", "--shutdown-delay-seconds"} <= webhook
     for settings, accepted in ((refgen.WebhookSettings, webhook), (refgen.ControllerSettings, controller)):
-        assert {"--" + name.replace("_", "-") for name in settings.model_fields} <= accepted
+        assert {"--" + field.name.replace("_", "-") for field in fields(settings)} <= accepted
     refused = webhook - {"--shutdown-delay-seconds"}
     rows = "\n".join(
         refgen.flags(refgen.WebhookSettings, "PHALANX_WEBHOOK_", REPO / "webhook/config.py", refused)

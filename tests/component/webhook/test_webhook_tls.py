@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import ssl
@@ -126,7 +127,7 @@ async def test_stop_serves_through_the_delay_then_refuses(tmp_path: Path) -> Non
     bundle = serving_bundle()
     write_pair(tmp_path, bundle)
     cert = bundle.ca_crt
-    webhook = WebhookServer(settings_for(tmp_path).model_copy(update={"shutdown_delay_seconds": 0.5}))
+    webhook = WebhookServer(dataclasses.replace(settings_for(tmp_path), shutdown_delay_seconds=0.5))
     await webhook.start()
     body = orjson.dumps(REVIEW)
     reader, writer = await asyncio.open_connection(

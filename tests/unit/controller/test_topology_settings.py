@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from controller.core import DEFAULT_LEVELS
 from controller.runtime.config import ControllerSettings, parse_topologies
 from controller.runtime.wiring import planner_config
+from shared.settings import InvalidSettings
 
 
 def test_the_default_topology_matches_common_clouds() -> None:
@@ -27,5 +27,5 @@ def test_named_topologies_are_read_widest_first() -> None:
 
 @pytest.mark.parametrize("value", ["gb200", "=zone", "default=zone", "a=zone;a=rack", "a=zone,zone"])
 def test_a_malformed_topology_stops_the_controller(value: str) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidSettings):
         ControllerSettings(topologies=value)

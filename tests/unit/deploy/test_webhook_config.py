@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from shared import constants, kinds
+from shared.settings import description, fields
 from webhook.config import WebhookSettings
 
 from .manifests import DEPLOY, load, named
@@ -185,6 +186,6 @@ def test_the_api_servers_timeout_quoted_by_the_webhook_is_the_configured_one() -
     timeouts = {hook["timeoutSeconds"] for hook in _webhooks().values()}
     assert len(timeouts) == 1
     (timeout,) = timeouts
-    field = WebhookSettings.model_fields["shutdown_timeout_seconds"]
+    field = next(field for field in fields(WebhookSettings) if field.name == "shutdown_timeout_seconds")
     assert field.default >= timeout
-    assert f"timeoutSeconds, {timeout} s" in str(field.description)
+    assert f"timeoutSeconds, {timeout} s" in description(field)

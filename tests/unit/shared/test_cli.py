@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import pytest
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.cli import settings_from_cli
+from shared.settings import Settings, setting
 from tests.settings_help import help_text
 
 
-class ToySettings(BaseSettings):
+@dataclass(frozen=True)
+class ToySettings(Settings):
     """A toy process."""
 
-    model_config = SettingsConfigDict(env_prefix="TOY_")
+    env_prefix: ClassVar[str] = "TOY_"
 
-    listen_port: int = Field(8000, ge=1, description="where to listen")
-    verbose_mode: bool = Field(True, description="say more")
-    name: str = Field("toy", description="what to call it")
+    listen_port: int = setting(8000, ge=1, description="where to listen")
+    verbose_mode: bool = setting(True, description="say more")
+    name: str = setting("toy", description="what to call it")
 
 
 def parse(argv: list[str]) -> ToySettings:

@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 import yaml
-from pydantic import ValidationError
 
 import webhook.__main__ as webhook_main
 from shared.logging import JsonFormatter, configure_logging
+from shared.settings import InvalidSettings
 from tests.settings_help import help_text
 from webhook.__main__ import loop_factory, main, parse_settings
 from webhook.config import WebhookSettings
@@ -40,7 +40,7 @@ def test_environment_then_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PHALANX_WEBHOOK_PORT", "10443")
     monkeypatch.setenv("PHALANX_WEBHOOK_FOREIGN_SCHEDULERS", "a, b")
     monkeypatch.setenv("PHALANX_WEBHOOK_EXCLUDED_NAMESPACES", "ops")
-    settings = WebhookSettings()
+    settings = parse_settings([])
     assert settings.port == 10443
     assert settings.foreign_schedulers == {"a", "b"}
     assert settings.excluded_namespaces == {"ops"}
@@ -92,7 +92,7 @@ def test_a_flag_beats_the_environment_which_beats_the_default(monkeypatch: pytes
 
 
 def test_invalid_settings_exit_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidSettings):
         WebhookSettings(port=70000)
     with pytest.raises(SystemExit) as exited:
         main(["--log-level", "loud", "--port", "70000"])
