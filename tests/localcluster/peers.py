@@ -31,7 +31,10 @@ A gang that must run inside one domain of a node label (the ``topology`` scenari
 each system's users write it (``System.topology_gang``): Phalanx's annotation
 ``phalanx.io/topology-required``; Kueue's Topology Aware Scheduling (a ``Topology`` of the fleet's
 zone, rack and hostname labels, the flavor naming it, and the pod-template annotation
-``kueue.x-k8s.io/podset-required-topology``). Systems that cannot say it at the pinned version say
+``kueue.x-k8s.io/podset-required-topology``); KAI's topology-aware scheduling (a ``kai.scheduler``
+``Topology`` of the same labels, the Job's annotations ``kai.scheduler/topology`` and
+``kai.scheduler/topology-required-placement``, and the PodGroup's ``topologyConstraint`` its
+podgrouper would write from them). Systems that cannot say it at the pinned version say
 why (``topology_unsupported``) and are not run.
 
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
@@ -757,6 +760,8 @@ class KaiSystem(System):
         self.wait_http(f"http://127.0.0.1:{podgroups_health}/readyz", podgroups)
         self.wait_http(f"http://127.0.0.1:{scheduler_metrics}/metrics", scheduler)
         self.cluster.apply_objects(self.queues(self.cluster.config.fleet))
+        if self.topology is not None:
+            self.cluster.apply_objects([self.topology_object(self.topology)])
 
     def _check_fixed_port(self) -> None:
         with socket.socket() as sock:
@@ -899,6 +904,35 @@ class KaiSystem(System):
             "metadata": {"name": name, "namespace": namespace, "labels": {self.QUEUE_LABEL: self.QUEUE}},
             "spec": {"minMember": size, "queue": self.QUEUE, "priorityClassName": self.PRIORITY_CLASS},
         }
+        return [group, body]
+
+    TOPOLOGY = "fleet"
+    topology_unsupported: ClassVar[str | None] = None
+
+    @classmethod
+    def topology_object(cls, key: str) -> JsonObject:
+        """KAI's Topology of the fleet's labels, widest first, down to the hostname (its CRD at
+        v0.12.0 serves ``v1alpha1`` only)."""
+        levels = ("topology.kubernetes.io/zone", key, "kubernetes.io/hostname")
+        return {
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": cls.TOPOLOGY},
+            "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+        }
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        """KAI's users annotate the Job (``kai.scheduler/topology`` and
+        ``kai.scheduler/topology-required-placement``) and its podgrouper copies both into the
+        PodGroup's ``topologyConstraint``; the podgrouper is not run here, so the harness writes
+        the PodGroup's constraint as it would, beside the annotations."""
+        group, body = self.gang(namespace, name, size, gpus, run_for)
+        body["metadata"].setdefault("annotations", {}).update(
+            {"kai.scheduler/topology": self.TOPOLOGY, "kai.scheduler/topology-required-placement": key}
+        )
+        group["spec"]["topologyConstraint"] = {"topology": self.TOPOLOGY, "requiredTopologyLevel": key}
         return [group, body]
 
 

@@ -13,6 +13,7 @@ from tests.localcluster.cluster import ClusterConfig, LocalCluster
 from tests.localcluster.fleet import FleetSpec
 from tests.localcluster.peers import (
     SYSTEMS,
+    KaiSystem,
     KueueSystem,
     kustomized_conversions,
     make_system,
@@ -65,6 +66,28 @@ def test_kueue_topology_names_the_fleets_levels_down_to_the_hostname_and_its_fla
     # Without a topology: no Topology object and a plain flavor.
     flavor, _ = KueueSystem.queue_objects(fleet, None)
     assert flavor["kind"] == "ResourceFlavor" and "spec" not in flavor
+
+
+def test_kai_is_told_by_the_jobs_annotations_and_the_podgroups_constraint_naming_its_topology() -> None:
+    topology = KaiSystem.topology_object(RACK)
+    assert topology["apiVersion"] == "kai.scheduler/v1alpha1"  # the only version its v0.12.0 CRD serves
+    assert topology["kind"] == "Topology"
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
+        "topology.kubernetes.io/zone",
+        RACK,
+        "kubernetes.io/hostname",
+    ]
+    group, body = system("kai").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
+    assert group["kind"] == "PodGroup" and body["kind"] == "Job"  # the PodGroup first, as for any gang
+    name = topology["metadata"]["name"]
+    # The scheduler ignores a constraint without a topology name: both are written.
+    assert group["spec"]["topologyConstraint"] == {"topology": name, "requiredTopologyLevel": RACK}
+    assert group["spec"]["minMember"] == 3
+    assert body["metadata"]["annotations"] == {
+        "kai.scheduler/topology": name,
+        "kai.scheduler/topology-required-placement": RACK,
+    }
+    assert SYSTEMS["kai"].topology_unsupported is None
 
 
 def kueue_patch(plural: str) -> str:
