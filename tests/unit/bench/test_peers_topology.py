@@ -156,3 +156,37 @@ def test_share_of_placed_gangs_inside_one_domain() -> None:
         "inside_one_domain_pct": 50.0,
     }
     assert inside_one_domain([waiting], domain_of, end=10.0)["inside_one_domain_pct"] is None
+
+
+def test_a_gang_moved_whole_stayed_inside_one_domain_but_one_member_moved_alone_spread_it() -> None:
+    domain_of = {"a1": "r1", "a2": "r1", "b1": "r2", "b2": "r2"}
+    # Both members evicted from r1, then made again by the Job and placed together in r2.
+    moved = GangRecord(
+        "moved",
+        2,
+        1,
+        0.0,
+        [
+            PodRecord("moved", 1, bound=1.0, finished=5.0, node="a1"),
+            PodRecord("moved", 1, bound=1.0, finished=5.0, node="a2"),
+            PodRecord("moved", 1, bound=6.0, finished=16.0, succeeded=True, node="b1"),
+            PodRecord("moved", 1, bound=6.0, finished=16.0, succeeded=True, node="b2"),
+        ],
+    )
+    # One member evicted and its replacement placed in r2 while the other still runs in r1.
+    split = GangRecord(
+        "split",
+        2,
+        1,
+        0.0,
+        [
+            PodRecord("split", 1, bound=1.0, node="a1"),
+            PodRecord("split", 1, bound=1.0, finished=3.0, node="a2"),
+            PodRecord("split", 1, bound=4.0, node="b1"),
+        ],
+    )
+    assert inside_one_domain([moved, split], domain_of, end=20.0) == {
+        "gangs_inside_one_domain": 1,
+        "gangs_spread": 1,
+        "inside_one_domain_pct": 50.0,
+    }
