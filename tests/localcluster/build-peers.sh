@@ -150,7 +150,7 @@ if [ "$want" = all ] || [ "$want" = coscheduling ]; then
 fi
 if [ "$want" = all ] || [ "$want" = kueue ]; then
   build_peer kueue sigs.k8s.io/kueue "$KUEUE_VERSION" "cmd/kueue:kueue" "" \
-    "config/components/crd/bases/*.yaml config/components/manager/controller_manager_config.yaml config/components/webhook/manifests.yaml"
+    "config/components/crd/bases/*.yaml config/components/crd/kustomization.yaml config/components/crd/patches/webhook_in_*.yaml config/components/manager/controller_manager_config.yaml config/components/webhook/manifests.yaml"
 fi
 if [ "$want" = all ] || [ "$want" = volcano ]; then
   build_peer volcano volcano.sh/volcano "$VOLCANO_VERSION" \

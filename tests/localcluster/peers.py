@@ -10,7 +10,8 @@ gang: a ``batch/v1`` Job of ``size`` pods plus whatever the system needs beside 
   ``manifests/coscheduling/scheduler-config.yaml`` plus the PodGroup controller; a
   ``scheduling.x-k8s.io`` PodGroup and the pod label ``scheduling.x-k8s.io/pod-group``.
 - ``kueue``: ``cmd/kueue`` with the ``batch/job`` integration and ``waitForPodsReady``
-  (``blockAdmission``), one ClusterQueue whose quota is the whole fleet and a LocalQueue per
+  (``blockAdmission``), its CRDs with the conversion webhooks its own install adds (v1beta2 served,
+  v1beta1 stored), one ClusterQueue whose quota is the whole fleet and a LocalQueue per
   namespace; Jobs carry ``kueue.x-k8s.io/queue-name``. Pods are placed by the stock scheduler.
 - ``volcano``: ``vc-scheduler`` with the chart's default configuration and
   ``vc-controller-manager``; a ``scheduling.volcano.sh`` PodGroup in the default queue, pods with
@@ -30,7 +31,10 @@ A gang that must run inside one domain of a node label (the ``topology`` scenari
 each system's users write it (``System.topology_gang``): Phalanx's annotation
 ``phalanx.io/topology-required``; Kueue's Topology Aware Scheduling (a ``Topology`` of the fleet's
 zone, rack and hostname labels, the flavor naming it, and the pod-template annotation
-``kueue.x-k8s.io/podset-required-topology``). Systems that cannot say it at the pinned version say
+``kueue.x-k8s.io/podset-required-topology``); KAI's topology-aware scheduling (a ``kai.scheduler``
+``Topology`` of the same labels, the Job's annotations ``kai.scheduler/topology`` and
+``kai.scheduler/topology-required-placement``, and the PodGroup's ``topologyConstraint`` its
+podgrouper would write from them). Systems that cannot say it at the pinned version say
 why (``topology_unsupported``) and are not run.
 
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
@@ -199,7 +203,10 @@ class System:
         procs.wait_serving(url, process, self.name, self.dir, timeout, context=context)
 
     def apply_files(self, paths: list[Path]) -> None:
-        objects = [doc for p in paths for doc in _read_yaml_docs(p)]
+        self.apply_objects([doc for p in paths for doc in _read_yaml_docs(p)])
+
+    def apply_objects(self, objects: list[JsonObject]) -> None:
+        """Apply, then wait for the CustomResourceDefinitions among them to be served."""
         self.cluster.apply_objects(objects, "--force-conflicts")
         for obj in objects:
             if obj.get("kind") == "CustomResourceDefinition":
@@ -342,13 +349,41 @@ class CoschedulingSystem(System):
         return [group, body]
 
 
+def kustomized_conversions(crd_dir: Path) -> list[JsonObject]:
+    """The conversion-webhook patches Kueue's own install applies to its CRDs (the patches its
+    ``crd/kustomization.yaml`` lists; commented-out ones are not YAML, so not listed)."""
+    kustomization = _read_yaml_docs(crd_dir / "kustomization.yaml")[0]
+    paths = [entry["path"] for entry in kustomization.get("patches") or [] if "webhook_in_" in entry["path"]]
+    return [doc for path in paths for doc in _read_yaml_docs(crd_dir / path)]
+
+
+def with_conversion_webhooks(
+    crds: list[JsonObject], patches: list[JsonObject], base_url: str, ca_bundle: str
+) -> list[JsonObject]:
+    """``crds`` with each patch's conversion webhook pointed at ``base_url`` (loopback) instead of
+    the in-cluster Service. Kueue v0.15 stores Workloads, ClusterQueues, LocalQueues and Cohorts as
+    v1beta1 and talks v1beta2: without the webhook the apiserver renames the version only and
+    drops every v1beta2-only field, among them a Workload's topology assignment (``slices``)."""
+    by_name = {patch["metadata"]["name"]: patch["spec"]["conversion"] for patch in patches}
+    patched = []
+    for original in crds:
+        crd = copy.deepcopy(original)
+        conversion = by_name.get(crd["metadata"]["name"])
+        if conversion is not None:
+            webhook = copy.deepcopy(conversion["webhook"])
+            path = webhook["clientConfig"]["service"]["path"]
+            webhook["clientConfig"] = {"url": f"{base_url}{path}", "caBundle": ca_bundle}
+            crd["spec"]["conversion"] = {"strategy": conversion["strategy"], "webhook": webhook}
+        patched.append(crd)
+    return patched
+
+
 class KueueSystem(System):
     QUEUE = "bench"
 
     def up(self) -> None:
         assert self.bin_dir is not None
         manifests = self.bin_dir / "manifests" / "config" / "components"
-        self.apply_files(sorted((manifests / "crd" / "bases").glob("*.yaml")))
         cert_dir = self.dir / "certs"
         self.dir.mkdir(parents=True, exist_ok=True)
         subprocess.run(
@@ -360,6 +395,14 @@ class KueueSystem(System):
         self._install_metrics_certificate(cert_dir)
         webhook_port = procs.free_port()
         health_port = procs.free_port()
+        ca = base64.b64encode((cert_dir / "ca.crt").read_bytes()).decode()
+        crds = with_conversion_webhooks(
+            [doc for p in sorted((manifests / "crd" / "bases").glob("*.yaml")) for doc in _read_yaml_docs(p)],
+            kustomized_conversions(manifests / "crd"),
+            f"https://127.0.0.1:{webhook_port}",
+            ca,
+        )
+        self.apply_objects(crds)
         self._register_webhooks(manifests / "webhook" / "manifests.yaml", webhook_port, cert_dir / "ca.crt")
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -386,66 +429,51 @@ class KueueSystem(System):
             ],
         )
         self.wait_http(f"http://127.0.0.1:{health_port}/readyz", kueue)
-        fleet = self.cluster.config.fleet
+        self.cluster.apply_objects(self.queue_objects(self.cluster.config.fleet, self.topology))
+
+    @staticmethod
+    def queue_objects(fleet: FleetSpec, topology: str | None) -> list[JsonObject]:
+        """The ResourceFlavor and the ClusterQueue whose quota is the whole fleet; with ``topology``
+        (Topology Aware Scheduling) first a Topology of the fleet's labels, widest first, down to
+        the hostname as Kueue's guide has it, and a flavor that names it and selects every fake node."""
         nodes = fleet.gpu_nodes + fleet.cpu_nodes
+        objects: list[JsonObject] = []
         flavor: JsonObject = {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ResourceFlavor",
             "metadata": {"name": "default"},
         }
-        if self.topology is not None:
-            # Topology Aware Scheduling: the flavor's nodes (every fake node) and the Topology of
-            # their labels, widest first, down to the hostname as Kueue's guide has it.
-            topology = {
-                "apiVersion": f"kueue.x-k8s.io/{self._version_of('topologies', manifests)}",
-                "kind": "Topology",
-                "metadata": {"name": "fleet"},
-                "spec": {
-                    "levels": [
-                        {"nodeLabel": label}
-                        for label in ("topology.kubernetes.io/zone", self.topology, "kubernetes.io/hostname")
-                    ]
-                },
-            }
-            self.cluster.apply_objects([topology])
-            flavor["spec"] = {"nodeLabels": {"type": "kwok"}, "topologyName": "fleet"}
-        self.cluster.apply_objects(
-            [
-                flavor,
+        if topology is not None:
+            levels = ("topology.kubernetes.io/zone", topology, "kubernetes.io/hostname")
+            objects.append(
                 {
                     "apiVersion": "kueue.x-k8s.io/v1beta2",
-                    "kind": "ClusterQueue",
+                    "kind": "Topology",
                     "metadata": {"name": "fleet"},
-                    "spec": {
-                        "namespaceSelector": {},
-                        "resourceGroups": [
-                            {
-                                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                                "flavors": [
-                                    {
-                                        "name": "default",
-                                        "resources": [
-                                            {"name": "cpu", "nominalQuota": str(nodes * 64)},
-                                            {"name": "memory", "nominalQuota": f"{nodes * 512}Gi"},
-                                            {"name": "nvidia.com/gpu", "nominalQuota": str(fleet.total_gpus)},
-                                        ],
-                                    }
-                                ],
-                            }
-                        ],
-                    },
-                },
-            ]
-        )
-
-    @staticmethod
-    def _version_of(plural: str, manifests: Path) -> str:
-        """The storage version of one of Kueue's CRDs, as its own manifests say."""
-        for doc in _read_yaml_docs(manifests / "crd" / "bases" / f"kueue.x-k8s.io_{plural}.yaml"):
-            for version in doc["spec"]["versions"]:
-                if version.get("storage"):
-                    return str(version["name"])
-        raise RuntimeError(f"kueue: no storage version in its {plural} CRD")
+                    "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+                }
+            )
+            flavor["spec"] = {"nodeLabels": {"type": "kwok"}, "topologyName": "fleet"}
+        quota = [
+            {"name": "cpu", "nominalQuota": str(nodes * 64)},
+            {"name": "memory", "nominalQuota": f"{nodes * 512}Gi"},
+            {"name": "nvidia.com/gpu", "nominalQuota": str(fleet.total_gpus)},
+        ]
+        queue = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "fleet"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [{"name": "default", "resources": quota}],
+                    }
+                ],
+            },
+        }
+        return [*objects, flavor, queue]
 
     @staticmethod
     def _install_metrics_certificate(cert_dir: Path) -> None:
@@ -732,6 +760,8 @@ class KaiSystem(System):
         self.wait_http(f"http://127.0.0.1:{podgroups_health}/readyz", podgroups)
         self.wait_http(f"http://127.0.0.1:{scheduler_metrics}/metrics", scheduler)
         self.cluster.apply_objects(self.queues(self.cluster.config.fleet))
+        if self.topology is not None:
+            self.cluster.apply_objects([self.topology_object(self.topology)])
 
     def _check_fixed_port(self) -> None:
         with socket.socket() as sock:
@@ -874,6 +904,35 @@ class KaiSystem(System):
             "metadata": {"name": name, "namespace": namespace, "labels": {self.QUEUE_LABEL: self.QUEUE}},
             "spec": {"minMember": size, "queue": self.QUEUE, "priorityClassName": self.PRIORITY_CLASS},
         }
+        return [group, body]
+
+    TOPOLOGY = "fleet"
+    topology_unsupported: ClassVar[str | None] = None
+
+    @classmethod
+    def topology_object(cls, key: str) -> JsonObject:
+        """KAI's Topology of the fleet's labels, widest first, down to the hostname (its CRD at
+        v0.12.0 serves ``v1alpha1`` only)."""
+        levels = ("topology.kubernetes.io/zone", key, "kubernetes.io/hostname")
+        return {
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": cls.TOPOLOGY},
+            "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+        }
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        """KAI's users annotate the Job (``kai.scheduler/topology`` and
+        ``kai.scheduler/topology-required-placement``) and its podgrouper copies both into the
+        PodGroup's ``topologyConstraint``; the podgrouper is not run here, so the harness writes
+        the PodGroup's constraint as it would, beside the annotations."""
+        group, body = self.gang(namespace, name, size, gpus, run_for)
+        body["metadata"].setdefault("annotations", {}).update(
+            {"kai.scheduler/topology": self.TOPOLOGY, "kai.scheduler/topology-required-placement": key}
+        )
+        group["spec"]["topologyConstraint"] = {"topology": self.TOPOLOGY, "requiredTopologyLevel": key}
         return [group, body]
 
 

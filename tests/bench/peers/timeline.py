@@ -149,14 +149,31 @@ def inside_one_domain(
     gangs: list[GangRecord], domain_of: dict[str, str], end: float
 ) -> dict[str, float | int | None]:
     """Of the gangs that were placed whole, how many ran inside one domain (``domain_of``: node ->
-    its domain; a node without one counts as a domain of its own)."""
+    its domain; a node without one counts as a domain of its own): at no moment did the members
+    holding nodes at once span two domains. A gang moved whole (its members evicted, then made
+    again by its Job and placed in another domain, as KAI's consolidation does) stayed inside one."""
     placed = [g for g in gangs if g.all_bound_at(end) is not None]
-    inside = 0
-    for gang in placed:
-        domains = {domain_of.get(p.node, f"node:{p.node}") for p in gang.pods if p.node is not None}
-        inside += len(domains) == 1
+    inside = sum(1 for gang in placed if _never_spread(gang, domain_of))
     return {
         "gangs_inside_one_domain": inside,
         "gangs_spread": len(placed) - inside,
         "inside_one_domain_pct": round(100 * inside / len(placed), 1) if placed else None,
     }
+
+
+def _never_spread(gang: GangRecord, domain_of: dict[str, str]) -> bool:
+    # (time, 0 released / 1 bound, domain): at the same moment a member leaves before one arrives.
+    events = []
+    for pod in gang.pods:
+        if pod.bound is None or pod.node is None:
+            continue
+        domain = domain_of.get(pod.node, f"node:{pod.node}")
+        events.append((pod.bound, 1, domain))
+        if pod.finished is not None:
+            events.append((max(pod.finished, pod.bound), 0, domain))
+    holding: dict[str, int] = {}
+    for _, bound, domain in sorted(events):
+        holding[domain] = holding.get(domain, 0) + (1 if bound else -1)
+        if sum(1 for count in holding.values() if count > 0) > 1:
+            return False
+    return True

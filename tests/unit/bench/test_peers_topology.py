@@ -10,7 +10,15 @@ import pytest
 from tests.bench.peers.scenarios import RACK, topology
 from tests.bench.peers.timeline import GangRecord, PodRecord, inside_one_domain
 from tests.localcluster.cluster import ClusterConfig, LocalCluster
-from tests.localcluster.peers import SYSTEMS, make_system
+from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.peers import (
+    SYSTEMS,
+    KaiSystem,
+    KueueSystem,
+    kustomized_conversions,
+    make_system,
+    with_conversion_webhooks,
+)
 
 
 def system(name: str) -> object:
@@ -40,6 +48,95 @@ def test_phalanx_and_kueue_say_it_their_own_way_and_volcano_cannot_at_its_pinned
     assert SYSTEMS["coscheduling"].topology_unsupported  # nothing written for it: not run, and said so
 
 
+def test_kueue_topology_names_the_fleets_levels_down_to_the_hostname_and_its_flavor_names_it() -> None:
+    fleet = FleetSpec(gpu_nodes=8, gpus_per_node=8, cpu_nodes=0)
+    topology, flavor, queue = KueueSystem.queue_objects(fleet, RACK)
+    assert topology["kind"] == "Topology"
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
+        "topology.kubernetes.io/zone",
+        RACK,
+        "kubernetes.io/hostname",
+    ]
+    assert flavor["kind"] == "ResourceFlavor"
+    # Every fake node carries type=kwok: the flavor's nodes are the whole fleet.
+    assert flavor["spec"] == {"nodeLabels": {"type": "kwok"}, "topologyName": topology["metadata"]["name"]}
+    [group] = queue["spec"]["resourceGroups"]
+    assert group["flavors"][0]["name"] == flavor["metadata"]["name"]
+    assert {"name": "nvidia.com/gpu", "nominalQuota": "64"} in group["flavors"][0]["resources"]
+    # Without a topology: no Topology object and a plain flavor.
+    flavor, _ = KueueSystem.queue_objects(fleet, None)
+    assert flavor["kind"] == "ResourceFlavor" and "spec" not in flavor
+
+
+def test_kai_is_told_by_the_jobs_annotations_and_the_podgroups_constraint_naming_its_topology() -> None:
+    topology = KaiSystem.topology_object(RACK)
+    assert topology["apiVersion"] == "kai.scheduler/v1alpha1"  # the only version its v0.12.0 CRD serves
+    assert topology["kind"] == "Topology"
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == [
+        "topology.kubernetes.io/zone",
+        RACK,
+        "kubernetes.io/hostname",
+    ]
+    group, body = system("kai").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
+    assert group["kind"] == "PodGroup" and body["kind"] == "Job"  # the PodGroup first, as for any gang
+    name = topology["metadata"]["name"]
+    # The scheduler ignores a constraint without a topology name: both are written.
+    assert group["spec"]["topologyConstraint"] == {"topology": name, "requiredTopologyLevel": RACK}
+    assert group["spec"]["minMember"] == 3
+    assert body["metadata"]["annotations"] == {
+        "kai.scheduler/topology": name,
+        "kai.scheduler/topology-required-placement": RACK,
+    }
+    assert SYSTEMS["kai"].topology_unsupported is None
+
+
+def kueue_patch(plural: str) -> str:
+    return f"""apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.kueue.x-k8s.io
+spec:
+  conversion:
+    strategy: Webhook
+    webhook:
+      clientConfig:
+        service:
+          namespace: system
+          name: webhook-service
+          path: /convert
+      conversionReviewVersions:
+      - v1
+"""
+
+
+def test_kueue_crds_get_the_conversion_webhooks_its_install_lists_pointed_at_loopback(tmp_path: Path) -> None:
+    (tmp_path / "patches").mkdir()
+    for plural in ("workloads", "resourceflavors"):
+        (tmp_path / "patches" / f"webhook_in_{plural}.yaml").write_text(kueue_patch(plural))
+    (tmp_path / "kustomization.yaml").write_text(
+        "resources:\n- bases/kueue.x-k8s.io_workloads.yaml\n"
+        "patches:\n- path: patches/webhook_in_workloads.yaml\n"
+        "#- path: patches/webhook_in_resourceflavors.yaml\n"
+    )
+    patches = kustomized_conversions(tmp_path)
+    # The commented-out patch is not Kueue's install: not listed.
+    assert [p["metadata"]["name"] for p in patches] == ["workloads.kueue.x-k8s.io"]
+    crds = [
+        {"metadata": {"name": name}, "spec": {"group": "kueue.x-k8s.io"}}
+        for name in ("workloads.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io")
+    ]
+    workloads, flavors = with_conversion_webhooks(crds, patches, "https://127.0.0.1:9443", "Q0E=")
+    assert workloads["spec"]["conversion"] == {
+        "strategy": "Webhook",
+        "webhook": {
+            "clientConfig": {"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="},
+            "conversionReviewVersions": ["v1"],
+        },
+    }
+    assert "conversion" not in flavors["spec"]
+    assert "conversion" not in crds[0]["spec"]  # the manifests read are left as they are
+
+
 def test_share_of_placed_gangs_inside_one_domain() -> None:
     domain_of = {"a1": "r1", "a2": "r1", "b1": "r2"}
     inside = GangRecord(
@@ -59,3 +156,37 @@ def test_share_of_placed_gangs_inside_one_domain() -> None:
         "inside_one_domain_pct": 50.0,
     }
     assert inside_one_domain([waiting], domain_of, end=10.0)["inside_one_domain_pct"] is None
+
+
+def test_a_gang_moved_whole_stayed_inside_one_domain_but_one_member_moved_alone_spread_it() -> None:
+    domain_of = {"a1": "r1", "a2": "r1", "b1": "r2", "b2": "r2"}
+    # Both members evicted from r1, then made again by the Job and placed together in r2.
+    moved = GangRecord(
+        "moved",
+        2,
+        1,
+        0.0,
+        [
+            PodRecord("moved", 1, bound=1.0, finished=5.0, node="a1"),
+            PodRecord("moved", 1, bound=1.0, finished=5.0, node="a2"),
+            PodRecord("moved", 1, bound=6.0, finished=16.0, succeeded=True, node="b1"),
+            PodRecord("moved", 1, bound=6.0, finished=16.0, succeeded=True, node="b2"),
+        ],
+    )
+    # One member evicted and its replacement placed in r2 while the other still runs in r1.
+    split = GangRecord(
+        "split",
+        2,
+        1,
+        0.0,
+        [
+            PodRecord("split", 1, bound=1.0, node="a1"),
+            PodRecord("split", 1, bound=1.0, finished=3.0, node="a2"),
+            PodRecord("split", 1, bound=4.0, node="b1"),
+        ],
+    )
+    assert inside_one_domain([moved, split], domain_of, end=20.0) == {
+        "gangs_inside_one_domain": 1,
+        "gangs_spread": 1,
+        "inside_one_domain_pct": 50.0,
+    }
