@@ -72,6 +72,14 @@ FILLING_PASS_SECONDS = 0.25
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class StatusDue:
+    """Queue key: a gang's held-back status is due. A batch of these alone writes what the last
+    pass wanted, without planning again (any other change of the gang queues a pass of its own)."""
+
+    gang: GangKey
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Written:
     """A gang's desired status and what it was computed from. A written status changes the
     PodGroup record, hence the view, so an equal view and decision give the same status again."""
@@ -152,8 +160,11 @@ class Reconciler:
     async def reconcile(self, batch: set[Hashable]) -> set[Hashable]:
         """One pass: snapshot -> plan -> execute -> status. Returns the keys whose work failed (to
         retry with backoff)."""
-        self.passes += 1
         failed: set[Hashable] = set()
+        if batch and all(isinstance(k, StatusDue) for k in batch):
+            await self._flush_statuses(batch, failed)
+            return failed
+        self.passes += 1
         # A REPLAN (resync, leadership gained) covers every gang, also those seen while on standby.
         full = REPLAN in batch
         targets = self.store.gang_keys() if full else {k for k in batch if isinstance(k, GangKey)}
@@ -431,20 +442,8 @@ class Reconciler:
             await self._tell_native_podgroup(view, wanted, now)
             if not stale:
                 continue
-            if self._progress_too_soon(key, view, wanted, now):
-                continue
-            body = wanted.to_json()
-            try:
-                await self.kube.patch(
-                    view.podgroup.rt, key.namespace, key.name, {"status": body}, subresource="status"
-                )
-                self.metrics.status_writes.inc()
-                self._status_written_at[key] = now
-                self.store.assume_status(view.podgroup, body)  # no rewrite before the informer catches up
-            except ApiError as err:
-                if not err.not_found:
-                    log.warning("status not written", extra={"gang": str(key), "error": str(err)})
-                    failed.add(key)
+            if not self._progress_too_soon(key, view, wanted, now):
+                await self._write_status(key, view, wanted, now, failed)
         self._statuses = kept
         for gone in self._status_written_at.keys() - views.keys():
             del self._status_written_at[gone]
@@ -455,15 +454,44 @@ class Reconciler:
         for queue, since in oldest.items():
             self.metrics.oldest_pending.labels(queue=queue).set(max(0.0, now - since))
 
+    async def _write_status(
+        self, key: GangKey, view: GangView, wanted: PodGroupStatus, now: float, failed: set[Hashable]
+    ) -> None:
+        body = wanted.to_json()
+        try:
+            await self.kube.patch(
+                view.podgroup.rt, key.namespace, key.name, {"status": body}, subresource="status"
+            )
+            self.metrics.status_writes.inc()
+            self._status_written_at[key] = now
+            self.store.assume_status(view.podgroup, body)  # no rewrite before the informer catches up
+        except ApiError as err:
+            if not err.not_found:
+                log.warning("status not written", extra={"gang": str(key), "error": str(err)})
+                failed.add(key)
+
+    async def _flush_statuses(self, due: set[Hashable], failed: set[Hashable]) -> None:
+        """Write the held-back statuses that are still what the last pass wanted."""
+        now = self.clock()
+        for marker in due:
+            assert isinstance(marker, StatusDue)
+            key = marker.gang
+            last = self._statuses.get(key)
+            if last is None or not last.stale or last.view.podgroup is not self.store.podgroup(key):
+                continue  # written since, gone, or its PodGroup changed: a pass of its own follows
+            if not self._progress_too_soon(key, last.view, last.wanted, now):
+                await self._write_status(key, last.view, last.wanted, now, failed)
+                self._statuses[key] = dataclasses.replace(last, stale=False)
+
     def _progress_too_soon(self, key: GangKey, view: GangView, wanted: PodGroupStatus, now: float) -> bool:
         """Counts alone changed and this gang's status was written under a second ago: write it
-        once that second is over (the pass then carries every change since)."""
+        once that second is over (as a StatusDue: no planning pass for it)."""
         last = self._status_written_at.get(key)
         if last is None or now - last >= STATUS_PROGRESS_SECONDS:
             return False
         if not status.progress_only(view.podgroup.status, wanted):
             return False
-        self.queue.add_after(key, STATUS_PROGRESS_SECONDS - (now - last))
+        self.queue.add_after(StatusDue(key), STATUS_PROGRESS_SECONDS - (now - last))
         return True
 
     async def _tell_native_podgroup(self, view: GangView, wanted: PodGroupStatus, now: float) -> None:

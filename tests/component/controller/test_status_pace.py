@@ -4,10 +4,15 @@ a count held back is written once the second is over, never lost."""
 
 from __future__ import annotations
 
-from controller.api import resources as r
-from controller.pipeline.reconciler import STATUS_PROGRESS_SECONDS
+import asyncio
 
-from .harness import Harness, gang
+from controller.api import resources as r
+from controller.api.store import GangKey
+from controller.pipeline.reconciler import STATUS_PROGRESS_SECONDS, StatusDue
+
+from .harness import NS, Harness, gang
+
+KEY = GangKey(NS, "g")
 
 
 def members_written(h: Harness) -> int | None:
@@ -35,3 +40,21 @@ async def test_counts_alone_wait_for_the_second_a_new_reason_does_not() -> None:
     pg = h.pg()
     assert pg is not None and pg["status"]["reason"] != "WaitingForMembers"
     assert pg["status"]["members"] == 4
+
+
+async def test_a_held_back_count_is_written_by_itself_without_planning_again() -> None:
+    h = Harness()
+    h.cluster(nodes=2, gpus=4)
+    four = gang(4, gpus=1)
+    h.kube.seed(r.PODS, *four[:2])
+    await h.step()
+    h.kube.seed(r.PODS, four[2])
+    await h.step()
+    assert members_written(h) == 2
+    h.clock.advance(STATUS_PROGRESS_SECONDS)
+    due = await asyncio.wait_for(h.queue.get_batch(), 1)
+    assert StatusDue(KEY) in due
+    passes = h.reconciler.passes
+    await h.reconciler.reconcile({StatusDue(KEY)})
+    assert members_written(h) == 3
+    assert h.reconciler.passes == passes  # written from the last pass's status: no planning
