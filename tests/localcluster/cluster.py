@@ -21,6 +21,8 @@ from tests.localcluster.versions import KubeRelease, release
 
 REPO = Path(__file__).resolve().parents[2]
 
+NODES_PER_APPLY = 500
+
 
 def _log(message: str) -> None:
     print(f"[localcluster {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -123,7 +125,7 @@ class LocalCluster:
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 
-    def apply_objects(self, objects: list[dict[str, Any]], *extra: str) -> None:
+    def apply_objects(self, objects: list[dict[str, Any]], *extra: str, timeout: float = 60.0) -> None:
         self.kubectl(
             "apply",
             "--server-side",
@@ -131,6 +133,7 @@ class LocalCluster:
             "-f",
             "-",
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+            timeout=timeout,
         )
 
     def _kwokctl(
@@ -296,7 +299,10 @@ class LocalCluster:
             lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
             60,
         )
-        self.apply_objects(node_manifests(self.config.fleet))
+        # In slices: one apply of 5,000 nodes outlasts any sensible timeout on a small machine.
+        nodes = node_manifests(self.config.fleet)
+        for start in range(0, len(nodes), NODES_PER_APPLY):
+            self.apply_objects(nodes[start : start + NODES_PER_APPLY], timeout=180.0)
         expected = self.config.fleet.gpu_nodes + self.config.fleet.cpu_nodes
 
         def nodes_ready() -> bool:
