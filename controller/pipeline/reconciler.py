@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 
-from controller.api.kube import ApiError, Kube, gather_limited
+from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core import (
     UNANSWERED,
@@ -67,8 +67,6 @@ REPLAN = "*"  # queue key: capacity changed, no particular gang
 # A status that only counts members (512 of them arriving, then binding) is written at most this
 # often per gang; a change of phase, reason or condition is written at once.
 STATUS_PROGRESS_SECONDS = 1.0
-# Gangs whose decisions (admissions, preemptions) are carried out at the same time in one pass.
-GANGS_AT_ONCE = 8
 # A gang with fewer members than its minMember is planned at most this often while they arrive.
 FILLING_PASS_SECONDS = 0.25
 
@@ -323,8 +321,10 @@ class Reconciler:
             except Exception as err:
                 log.warning("finishing admission failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
-
-        async def carry_out(key: GangKey, decision: Decision, target: GangView) -> None:
+        for key, decision in decisions.items():
+            target = views.get(key)
+            if target is None:
+                continue
             try:
                 if isinstance(decision, Admit):
                     await self.executor.admit(
@@ -339,16 +339,6 @@ class Reconciler:
             except Exception as err:
                 log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
-
-        # Gangs side by side: each admission is a record write and then its lifts, two round trips
-        # at least, and 48 gangs admitted in one pass one after another waited on 96 of them.
-        # Each gang is still recorded before any of its gates is lifted.
-        work = [
-            carry_out(key, decision, target)
-            for key, decision in decisions.items()
-            if isinstance(decision, (Admit, Preempt)) and (target := views.get(key)) is not None
-        ]
-        await gather_limited(GANGS_AT_ONCE, *work)
 
     async def _resume_requeued_jobs(self, full: bool) -> None:
         if full and self.executor.requeued_jobs:
