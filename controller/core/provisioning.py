@@ -22,6 +22,7 @@ from enum import StrEnum
 from controller.core import messages as msg
 from controller.core.model import CAPACITY_WAITS, Admit, Decision, Gang, GangKey, Pod, Wait
 from controller.core.ordering import member_order
+from controller.core.shapes import member_kind
 from controller.core.state import is_live
 
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
@@ -152,20 +153,11 @@ def _waiting(gang: Gang) -> list[Pod]:
     )
 
 
-def _shape_key(pod: Pod) -> tuple[object, ...]:
-    return (
-        tuple(sorted(pod.requests.items())),
-        tuple(sorted(pod.node_selector.items())),
-        pod.required_affinity,
-        pod.tolerations,
-    )
-
-
 def member_shapes(pods: Sequence[Pod]) -> tuple[tuple[MemberShape, ...], str]:
     """Alike members grouped (first met first) and a signature of the groups and their counts."""
     counts: dict[tuple[object, ...], list[Pod]] = {}
     for pod in pods:
-        counts.setdefault(_shape_key(pod), []).append(pod)
+        counts.setdefault(member_kind(pod), []).append(pod)
     shapes = tuple(MemberShape(group[0].name, len(group)) for group in counts.values())
     digest = hashlib.sha256(repr(sorted((repr(k), len(v)) for k, v in counts.items())).encode())
     return shapes, digest.hexdigest()[:10]

@@ -12,6 +12,17 @@ from controller.core.fit import Constraints, Eligibility, Mask
 from controller.core.model import Pod
 
 
+def member_kind(pod: Pod) -> tuple[object, ...]:
+    """What makes members place alike, before any pass interns them: their requests and where they
+    may go (a gang's slices must be of one kind; the autoscaler gets one pod set per kind)."""
+    return (
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_affinity,
+        pod.tolerations,
+    )
+
+
 class Shape:
     __slots__ = ("cons", "gpu", "id", "mask", "missing", "requests", "size", "vec")
 

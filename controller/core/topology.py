@@ -35,7 +35,7 @@ from controller.core.capacity import Capacity
 from controller.core.config import PlannerConfig, narrowest_first
 from controller.core.model import Gang, GangTopology, Pod
 from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
-from controller.core.shapes import Shape
+from controller.core.shapes import Shape, member_kind
 from shared import constants
 
 
@@ -155,18 +155,8 @@ def resolve(capacity: Capacity, keys: Sequence[str]) -> list[int]:
     return out
 
 
-def _member_kind(pod: Pod) -> tuple[object, ...]:
-    """What makes members place alike: their requests and where they may go."""
-    return (
-        tuple(sorted(pod.requests.items())),
-        tuple(sorted(pod.node_selector.items())),
-        pod.required_affinity,
-        pod.tolerations,
-    )
-
-
 def _kinds(gang: Gang) -> int:
-    return len({_member_kind(m) for m in gang.members if not m.finished and not m.terminating})
+    return len({member_kind(m) for m in gang.members if not m.finished and not m.terminating})
 
 
 def invalid(gang: Gang, config: PlannerConfig) -> str | None:
