@@ -2,17 +2,41 @@
 
 A removed gate cannot be put back, so the record comes first: a controller that restarts in the
 middle of lifting a gang's gates finds the record and finishes the job instead of leaving the gang
-torn. Stored as JSON in the PodGroup annotation ``phalanx.io/admission``.
+torn. Stored as JSON in the PodGroup annotation ``phalanx.io/admission``; a large record (a gang of
+hundreds of members) as that JSON compressed, so gangs of several thousand members fit in the
+256 KiB Kubernetes allows for all of an object's annotations.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
 
+from controller.core import messages as msg
 from shared import constants
+
+# Records longer than this are written compressed (below it, the JSON a person can read).
+COMPRESS_ABOVE = 16 * 1024
+COMPRESSED = "zlib:"  # then the record's JSON, zlib-compressed, in base64
+# Kubernetes refuses an object whose annotations, keys and values, exceed 256 KiB in all; the
+# rest is left to the PodGroup's other annotations (kubectl's last-applied configuration, ...).
+RECORD_LIMIT = 224 * 1024
+_INFLATED_LIMIT = 32 * 1024 * 1024  # a record never decompresses beyond this
+
+
+class RecordTooLarge(Exception):
+    """The gang's admission record would not fit on its PodGroup: the gang cannot be admitted."""
+
+    def __init__(self, members: int, size: int) -> None:
+        super().__init__(msg.admission_record_too_large(members, size, RECORD_LIMIT))
+        self.members = members
+        self.size = size
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +58,7 @@ class AdmissionRecord:
         # A member pinned to a node is booked there too: only the others' booked nodes are written.
         # Annotations hold 256 KiB in all, and writing every pinned node twice halved the largest
         # gang a record can hold.
-        return orjson.dumps(
+        text = orjson.dumps(
             {
                 "at": round(self.at, 3),
                 "last": round(self.latest, 3),
@@ -43,7 +67,10 @@ class AdmissionRecord:
                     uid: node for uid, node in sorted(self.booked.items()) if self.placement.get(uid) != node
                 },
             }
-        ).decode()
+        )
+        if len(text) <= COMPRESS_ABOVE:
+            return text.decode()
+        return COMPRESSED + base64.b64encode(zlib.compress(text, 6)).decode("ascii")
 
     def union(self, other: AdmissionRecord) -> AdmissionRecord:
         """Both records' members; the earliest first admission and the latest addition."""
@@ -76,10 +103,15 @@ class AdmissionRecord:
 
 def decode(annotations: Mapping[str, str]) -> AdmissionRecord | None:
     raw = annotations.get(constants.ADMISSION_ANNOTATION)
-    if not raw:
-        return None
+    return _decoded(raw) if raw else None
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded(raw: str) -> AdmissionRecord | None:
+    # Cached: every pass asks for the admissions of the gangs it looks at, and a large record
+    # is an inflate and a parse of a few hundred kilobytes; records are never changed in place.
     try:
-        data = orjson.loads(raw)
+        data = orjson.loads(_inflated(raw[len(COMPRESSED) :]) if raw.startswith(COMPRESSED) else raw)
         placement = {str(uid): (str(node) if node else None) for uid, node in dict(data["placement"]).items()}
         pinned = {uid: node for uid, node in placement.items() if node}
         booked = pinned | {
@@ -87,5 +119,13 @@ def decode(annotations: Mapping[str, str]) -> AdmissionRecord | None:
         }
         last = data.get("last")
         return AdmissionRecord(float(data["at"]), placement, booked, None if last is None else float(last))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, zlib.error, binascii.Error):
         return None
+
+
+def _inflated(text: str) -> bytes:
+    inflater = zlib.decompressobj()
+    data = inflater.decompress(base64.b64decode(text, validate=True), _INFLATED_LIMIT)
+    if inflater.unconsumed_tail:
+        raise ValueError(_INFLATED_LIMIT)  # read as no record
+    return data

@@ -115,6 +115,14 @@ def never_fits_when_complete(live: int, min_member: int, why: str) -> str:
     return f"{live} of {min_member} members exist, and all {min_member} could never run together: {why}"
 
 
+def admission_record_too_large(members: int, size: int, limit: int) -> str:
+    return (
+        f"{members} members are more than Phalanx can admit as one gang: the admission it records on"
+        f" the PodGroup before lifting any gate would take {size // 1024} KiB, and at most"
+        f" {limit // 1024} KiB fit in the annotations Kubernetes allows an object"
+    )
+
+
 def foreign_gates(gates: Sequence[str]) -> str:
     return f"members carry scheduling gates of other systems: {', '.join(gates)}"
 

@@ -235,6 +235,9 @@ class Gang:
     # ProvisioningConfig.answer_seconds): it waits for its own nodes rather than taking room that
     # may have been made for another gang's request.
     capacity_awaited: bool = False
+    # Why the gang's admission could not be recorded on its PodGroup (too many members for the
+    # annotation that holds it): it is not admitted while it keeps this many members.
+    unrecordable: str | None = None
 
     @property
     def wait_start(self) -> float:

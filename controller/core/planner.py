@@ -116,6 +116,8 @@ def plan(snapshot: Snapshot, config: PlannerConfig | None = None) -> Plan:
 
 def invalid_spec(gang: Gang, config: PlannerConfig | None = None) -> str | None:
     """Why the gang's spec can never be satisfied, or None."""
+    if gang.unrecordable is not None:
+        return gang.unrecordable
     if gang.min_member < 1:
         return msg.invalid_min_member(gang.min_member)
     if gang.max_member is not None and gang.max_member < gang.min_member:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from controller.api import records
-from controller.api.admission_record import AdmissionRecord
+from controller.api.admission_record import RECORD_LIMIT, AdmissionRecord, RecordTooLarge
 from controller.api.kube import ApiError, Kube, gather_limited
 from controller.api.resources import JOBS, PODS
 from controller.api.store import Store
@@ -85,13 +85,18 @@ class Executor:
         # With an earlier admission the informer may not have delivered yet.
         existing = self.store.admission(view.podgroup)
         record = (existing or AdmissionRecord(now, {})).merged(placement, booked, keep=live, at=now)
+        encoded = record.encode()
+        if len(encoded) > RECORD_LIMIT:
+            # Before anything is written or lifted: a gang admitted without its record could be
+            # left torn by a restart.
+            raise RecordTooLarge(len(record.placement), len(encoded))
         self.store.assume_admission(key, record)
         try:
             await self.kube.patch(
                 view.podgroup.rt,
                 key.namespace,
                 key.name,
-                {"metadata": {"annotations": {constants.ADMISSION_ANNOTATION: record.encode()}}},
+                {"metadata": {"annotations": {constants.ADMISSION_ANNOTATION: encoded}}},
             )
         except Exception:
             self.store.forget_admission(key)

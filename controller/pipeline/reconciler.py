@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 
+from controller.api.admission_record import RecordTooLarge
 from controller.api.kube import ApiError, Kube
 from controller.api.store import Hold, Store
 from controller.core import (
@@ -31,6 +32,7 @@ from controller.core import (
     ProvisioningConfig,
     ProvisioningPlan,
     ProvisioningRequestState,
+    Reason,
     Recheck,
     Reject,
     RequestPhase,
@@ -120,6 +122,8 @@ class Reconciler:
         self.podgroups = PodGroupFactory(kube, store)
         self.queue_status = QueueStatusWriter(kube, store, metrics)
         self.passes = 0
+        # Gangs whose admission record did not fit on their PodGroup: (members then, why).
+        self.unrecordable: dict[GangKey, tuple[int, str]] = {}
         # Gang views reused while their records stay the same (None: every pass builds all again).
         self.views: gangs.ViewCache | None = gangs.ViewCache()
         self._statuses: dict[GangKey, _Written] = {}  # each gang's status as the last pass saw it
@@ -179,6 +183,7 @@ class Reconciler:
         with cyclic_gc_paused():
             snapshot, views = gangs.snapshot(self.store, now, skip_settled=True, cache=self.views)
             snapshot = booked_first(snapshot, requests, now, self.provisioning.answer_seconds)
+            snapshot = marked_unrecordable(snapshot, self.unrecordable)
             the_plan = plan(snapshot, self.planner)
         self.metrics.pass_duration.observe(time.perf_counter() - started)
         decisions: dict[GangKey, Decision] = {d.gang: d for d in the_plan.decisions}
@@ -336,6 +341,10 @@ class Reconciler:
                     )
                 elif isinstance(decision, Preempt):
                     await self.executor.preempt(target, decision, views)
+            except RecordTooLarge as err:
+                why = str(err)
+                self.unrecordable[key] = (len(target.members), why)
+                decisions[key] = Reject(key, Reason.INVALID_SPEC, why)  # reported so by this pass
             except Exception as err:
                 log.warning("executing decision failed", extra={"gang": str(key), "error": str(err)})
                 failed.add(key)
@@ -515,6 +524,21 @@ class Reconciler:
             return admitted or key not in views or expired or isinstance(decisions.get(key), Admit)
 
         self.store.release_holds(stale)
+
+
+def marked_unrecordable(snapshot: Snapshot, unrecordable: dict[GangKey, tuple[int, str]]) -> Snapshot:
+    """The snapshot with every gang whose admission record did not fit marked so, while it keeps
+    the members it had then (one that shrinks may fit: it is tried again). Drops stale marks."""
+    if not unrecordable:
+        return snapshot
+    live = {g.key: g for g in snapshot.gangs}
+    for key in [k for k in unrecordable if k in live and len(live[k].members) != unrecordable[k][0]]:
+        del unrecordable[key]
+    marked = tuple(
+        dataclasses.replace(g, unrecordable=unrecordable[g.key][1]) if g.key in unrecordable else g
+        for g in snapshot.gangs
+    )
+    return dataclasses.replace(snapshot, gangs=marked)
 
 
 def booked_first(

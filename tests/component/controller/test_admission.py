@@ -3,9 +3,12 @@ docs/development.md "Tests")."""
 
 from __future__ import annotations
 
+import pytest
+
 from controller.api import admission_record
 from controller.api import resources as r
 from controller.api.kube import ApiError
+from controller.pipeline import executor
 from shared import constants as c
 from tests.component.controller.harness import (
     JOB,
@@ -389,3 +392,28 @@ async def test_the_gang_size_is_the_largest_its_members_carry(h: Harness) -> Non
     group = h.pg()
     assert group is not None
     assert group["spec"]["minMember"] == 17
+
+
+async def test_a_gang_whose_admission_record_cannot_fit_says_so_and_lifts_nothing(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes holds 256 KiB of annotations per object: a gang too large for its record is not
+    admitted without one (a restart could leave it torn), and its PodGroup says why."""
+    monkeypatch.setattr(executor, "RECORD_LIMIT", 50)  # five members' record takes more
+    h.kube.seed(r.PODS, *gang(5))
+    await h.step()  # the pass that finds it out says so
+    assert h.pg()["status"]["reason"] == "InvalidSpec"  # type: ignore[index]
+    await h.step()  # and the next one does not try again
+
+    status = h.pg()["status"]  # type: ignore[index]
+    assert status["reason"] == "InvalidSpec"
+    assert status["message"].startswith("5 members are more than Phalanx can admit as one gang")
+    assert h.kube.writes_to(r.PODS) == []
+    assert c.ADMISSION_ANNOTATION not in (h.pg() or {})["metadata"].get("annotations", {})
+    assert h.store.assumed_admission(KEY) is None
+
+    # A gang that changes size is tried again: here it lost a member and now waits for it.
+    monkeypatch.setattr(executor, "RECORD_LIMIT", admission_record.RECORD_LIMIT)
+    h.kube.remove(r.PODS, NS, "g-4")
+    await h.step()
+    assert h.pg()["status"]["reason"] == "WaitingForMembers"  # type: ignore[index]
