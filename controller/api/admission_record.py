@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import uuid
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -99,6 +100,18 @@ class AdmissionRecord:
         booked_nodes = {uid: node for uid, node in kept(self.booked).items() if node} | dict(booked)
         added = at is not None and any(uid not in self.placement for uid in more)
         return AdmissionRecord(self.at, placement, booked_nodes, at if added else self.last)
+
+
+def size_for(placement: Mapping[str, str | None], booked: Mapping[str, str]) -> int:
+    """The length of the record of an admission with this placement, its members' uids as the API
+    server assigns them (random, so they do not compress): would it fit, before the pods exist?"""
+    fresh = {uid: str(uuid.uuid4()) for uid in placement}
+    record = AdmissionRecord(
+        0.0,
+        {fresh[uid]: node for uid, node in placement.items()},
+        {fresh[uid]: node for uid, node in booked.items() if uid in fresh},
+    )
+    return len(record.encode())
 
 
 def decode(annotations: Mapping[str, str]) -> AdmissionRecord | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from controller.api import records
+from controller.api import admission_record, records
 from controller.cli.cluster import ClusterState
 from controller.cli.render import table
 from controller.core import (
@@ -32,6 +32,7 @@ from controller.core import (
     plan,
     without,
 )
+from controller.core import messages as msg
 from controller.pipeline import gangs
 from controller.pipeline.podgroups import declared_size, waiting_message
 from shared import constants
@@ -54,7 +55,7 @@ class Check(StrEnum):
     ORDERED_READY = "OrderedReady"  # (warning) a StatefulSet whose pods start one by one: recreate it
     WEBHOOK = "Webhook"  # (info) another warning of the webhook's
     SIZE_UNKNOWN = "SizeUnknown"  # (error) its gang's size cannot be known: it would wait
-    GROUP_SIZE = "GroupSize"  # (error) its gang's size can never be satisfied
+    GROUP_SIZE = "GroupSize"  # (error) its gang's size can never be satisfied, or is past what Phalanx admits
     NEVER_FITS = "NeverFits"  # (error) no node could ever hold a member, even on an empty cluster
     NEVER_STARTS = "NeverStarts"  # (error) its gang could not start even on an empty cluster
     WOULD_START = "WouldStart"  # (info) its gang would start now
@@ -391,6 +392,11 @@ def _never_starts(state: ClusterState, workload: _Workload, gang: Gang) -> Findi
         )
     if isinstance(on_empty, Wait):
         return workload.finding(ERROR, Check.NEVER_STARTS, f"gang {group}: {on_empty.message}")
+    if isinstance(on_empty, Admit):
+        size = admission_record.size_for(on_empty.placement, on_empty.booked)
+        if size > admission_record.RECORD_LIMIT:
+            why = msg.admission_record_too_large(len(on_empty.placement), size, admission_record.RECORD_LIMIT)
+            return workload.finding(ERROR, Check.GROUP_SIZE, f"gang {group}: {why}")
     return None
 
 

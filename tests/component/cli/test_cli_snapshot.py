@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.api import admission_record
 from controller.api import resources as r
 from controller.api.resources import JOBS
 from controller.cli import audit, planner_settings, report, targets
@@ -291,3 +292,18 @@ async def test_devices_of_a_class_beside_the_gpu_resource_are_shown_apart() -> N
     assert any(line.split()[-2:] == [DRA_CLASS, "3"] for line in lines if "big-0" in line)
     top = report.top_data(state, NS)["gangs"]
     assert [(g["name"], g["gpusHeld"]) for g in top] == [("small", 0), ("big", 0)]
+
+
+async def test_audit_says_when_a_gang_is_too_large_for_its_admission_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(admission_record, "RECORD_LIMIT", 100)  # two members' record takes more
+    kube = eight_on_five_free()
+    kube.seed(r.NAMESPACES, namespace("plain", opted_in=False))
+    kube.seed(JOBS, plain_job("fits").parallelism(2).build())
+    state = await state_of(kube)
+    by = {(f.workload, f.check): f for f in audit.audit(state, "plain")}
+    finding = by[("Job/fits", "GroupSize")]
+    assert finding.severity == audit.ERROR
+    assert "2 members are more than Phalanx can admit as one gang" in finding.message
+    assert ("Job/fits", "WouldStart") not in by
