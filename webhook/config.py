@@ -76,7 +76,7 @@ class WebhookSettings(Settings):
         "its connection is closed before it buffers more)",
     )
     max_connections: int = setting(
-        default=128,
+        default=1024,
         ge=1,
         description="open connections; a new one beyond this closes the one idle longest (or, when "
         "every one is in a request, itself)",

@@ -61,7 +61,13 @@ class _Connection(RequestHandler):
 class GuardedServer(web.Server):
     """``web.Server`` with the connection limits above."""
 
-    def __init__(self, handler: Handler, limits: ConnectionLimits, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        limits: ConnectionLimits,
+        closed: Callable[[str], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(
             self._serve,
             keepalive_timeout=limits.keepalive_timeout,
@@ -71,6 +77,7 @@ class GuardedServer(web.Server):
         self.handler = handler
         self._limits = limits
         self.closed: Counter[str] = Counter()
+        self._count_closed = closed  # also told each close's reason (the metrics)
         # Open connections not in a request, oldest first (dicts keep insertion order).
         self._idle: dict[_Connection, None] = {}
         self._open = 0
@@ -131,6 +138,8 @@ class GuardedServer(web.Server):
         self._idle.pop(connection, None)
         # Not logged (an attacker's thousand idle connections would be a thousand lines): counted.
         self.closed[reason] += 1
+        if self._count_closed is not None:
+            self._count_closed(reason)
         connection.force_close()
 
     async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:

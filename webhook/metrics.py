@@ -134,6 +134,14 @@ class WebhookMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.connections_closed = LoopCounter(
+            "phalanx_webhook_connections_closed",
+            "Connections the webhook closed itself, by reason: displaced_while_idle (a new one came "
+            "beyond --max-connections), over_limit (a new one came beyond it with none idle: that "
+            "request failed), header_timeout.",
+            ["reason"],
+            registry=self.registry,
+        )
         # Rare (a reload every few weeks): prometheus_client's own counter.
         self.certificate_reloads = Counter(
             "phalanx_webhook_certificate_reloads",

@@ -86,9 +86,11 @@ def create_admission_server(config: WebhookSettings, metrics: WebhookMetrics | N
         header_timeout=config.header_timeout_seconds,
         keepalive_timeout=config.keepalive_timeout_seconds,
     )
+    metrics = metrics or WebhookMetrics()
     return GuardedServer(
-        AdmissionHandler(config, metrics or WebhookMetrics()),
+        AdmissionHandler(config, metrics),
         limits,
+        lambda reason: metrics.connections_closed.inc((reason,)),
         access_log=None,
         # Headers of the API server's requests are a few hundred bytes: far fewer and shorter
         # than aiohttp allows by default (128 of 8 KiB each), which a client could hold per connection.

@@ -56,6 +56,7 @@ class Controller(Wired):
         # Read when scraped: it cannot drift from what the elector (or --no-leader-election) decided.
         self.metrics.leader.set_function(lambda: 1.0 if self.elector.is_leader.is_set() else 0.0)
         self.informers: list[Informer] = []
+        self._unserved_told: set[str] = set()
 
     @property
     def synced(self) -> bool:
@@ -66,7 +67,8 @@ class Controller(Wired):
         for rt in wanted:
             if await self.kube.served(rt):
                 served.append(rt)
-            else:
+            elif str(rt) not in self._unserved_told:  # said once, not on every resync
+                self._unserved_told.add(str(rt))
                 log.info("resource not served, not watched yet", extra={"resource": str(rt)})
         return r.first_served(served)
 

@@ -109,13 +109,20 @@ class LeaderElector:
         while True:
             leading = self.is_leader.is_set()
             budget = last_renewed + self.renew_deadline - self.monotonic() if leading else self.duration
+            tried_at = self.monotonic()
             try:
                 async with asyncio.timeout(max(budget, 0.0)):
                     ok = await self._try()
             except Exception as err:  # transport errors and timeouts count as a failed renewal
-                log.warning("lease renewal failed", extra={"error": repr(err)})
+                log.warning(
+                    "lease renewal failed",
+                    extra={"error": repr(err), "seconds": round(self.monotonic() - tried_at, 2)},
+                )
                 ok = False
             now = self.monotonic()
+            if ok and now - tried_at > self.renew:
+                # Renewals this slow eat into the renew deadline: say so before one runs out.
+                log.warning("lease renewal slow", extra={"seconds": round(now - tried_at, 2)})
             if ok:
                 last_renewed = now
                 if not leading:
@@ -126,7 +133,11 @@ class LeaderElector:
                 self.is_leader.clear()  # stop admitting now, not when the process is gone
                 self.lost.set()
                 return
-            await asyncio.sleep(self.renew if self.is_leader.is_set() else self.renew / 2)
+            pause = self.renew if self.is_leader.is_set() else self.renew / 2
+            await asyncio.sleep(pause)
+            late = self.monotonic() - now - pause
+            if late > self.renew:  # nothing ran on the event loop meanwhile: a renewal was delayed
+                log.warning("event loop busy", extra={"seconds": round(late, 2)})
 
     async def release(self, timeout: float = 2.0) -> None:
         """Give the lease up (holder empty, as client-go's ReleaseOnCancel) so a standby takes over

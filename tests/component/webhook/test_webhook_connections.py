@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 from aiohttp import web
+from prometheus_client import generate_latest
 
 from webhook.config import WebhookSettings
 from webhook.connections import (
@@ -17,6 +18,7 @@ from webhook.connections import (
     CLOSED_OVER_LIMIT,
     GuardedServer,
 )
+from webhook.metrics import WebhookMetrics
 from webhook.server import create_admission_server
 
 from .test_webhook_tls import REVIEW
@@ -29,23 +31,32 @@ REQUEST = (
 
 
 class Served:
-    def __init__(self, server: GuardedServer, port: int) -> None:
+    def __init__(self, server: GuardedServer, port: int, metrics: WebhookMetrics) -> None:
         self.server = server
         self.port = port
+        self.metrics = metrics
+
+    def closed_metric(self) -> str:
+        return "\n".join(
+            line
+            for line in generate_latest(self.metrics.registry).decode().splitlines()
+            if line.startswith("phalanx_webhook_connections_closed_total")
+        )
 
     async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         return await asyncio.open_connection("127.0.0.1", self.port)
 
 
 async def _serve(**settings: float) -> AsyncIterator[Served]:
-    server = create_admission_server(WebhookSettings(**settings))  # type: ignore[arg-type]
+    metrics = WebhookMetrics()
+    server = create_admission_server(WebhookSettings(**settings), metrics)  # type: ignore[arg-type]
     assert isinstance(server, GuardedServer)
     runner = web.ServerRunner(server)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     try:
-        yield Served(server, int(runner.addresses[0][1]))
+        yield Served(server, int(runner.addresses[0][1]), metrics)
     finally:
         await runner.cleanup()
 
@@ -104,6 +115,8 @@ async def test_when_every_connection_is_in_a_request_a_new_one_is_closed(capped:
     reader, _ = await capped.connect()
     assert await _closed(reader)
     assert capped.server.closed == {CLOSED_OVER_LIMIT: 1}
+    # The request that connection carried failed: operators see it in the metrics.
+    assert capped.closed_metric() == 'phalanx_webhook_connections_closed_total{reason="over_limit"} 1.0'
     for _, writer in busy:
         writer.close()
 

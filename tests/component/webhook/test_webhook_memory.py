@@ -157,3 +157,30 @@ def test_a_review_whose_body_comes_after_the_headers_is_read_whole(webhook: Webh
     status, rest = asyncio.run(slow())
     assert status == 200
     assert b'"allowed":true' in rest
+
+
+def test_a_burst_of_500_connections_is_served_whole(webhook: Webhook) -> None:
+    """The API server opens one connection per concurrent admission (HTTP/1.1): the Job controller
+    creating a 5,000-pod gang sends up to 500 pod creations at once. Every one must be answered;
+    a connection closed under it fails that pod's creation (failurePolicy: Fail)."""
+
+    async def one() -> int:
+        reader, writer = await _open(webhook)
+        try:
+            body = orjson.dumps(REVIEW)
+            writer.write(_head(len(body)) + body)
+            await writer.drain()
+            return await status_of(reader, 60)
+        except (ConnectionError, IndexError):
+            return 0  # closed by the server (an empty status line)
+        finally:
+            writer.close()
+
+    async def burst() -> tuple[list[int], float, float]:
+        before = webhook.rss_mib()
+        statuses = await asyncio.gather(*(one() for _ in range(500)))
+        return statuses, before, webhook.rss_mib()
+
+    statuses, before, after = asyncio.run(burst())
+    print(f"webhook RSS: {before:.0f} MiB before, {after:.0f} MiB after a burst of 500 connections")
+    assert statuses.count(200) == 500, sorted(set(statuses))

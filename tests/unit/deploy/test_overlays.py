@@ -48,6 +48,7 @@ def test_overlay_builds_and_every_namespaced_object_is_in_phalanx_system(
         "MutatingWebhookConfiguration",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "FlowSchema",
     }
     for obj in built[overlay]:
         if obj["kind"] not in cluster_scoped:
