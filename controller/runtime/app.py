@@ -19,6 +19,7 @@ from controller.pipeline.reconciler import REPLAN
 from controller.pipeline.workqueue import WorkQueue
 from controller.runtime.config import ControllerSettings
 from controller.runtime.leader import LeaderElector
+from controller.runtime.stall import StallWatch
 from controller.runtime.wiring import WATCHED, Wired, wire
 from shared.health import health_app, registry_metrics
 
@@ -124,6 +125,8 @@ class Controller(Wired):
             runner, health_host or self.settings.health_bind_address, health_port or self.settings.health_port
         )
         await site.start()
+        stalls = StallWatch(asyncio.get_running_loop())
+        stalls.start()
         try:
             async with asyncio.TaskGroup() as group:
                 types = await self._served_types(WATCHED)
@@ -140,6 +143,7 @@ class Controller(Wired):
                 group.create_task(self._resync(), name="resync")
                 group.create_task(self._watch_new_kinds(group), name="new kinds")
         finally:
+            stalls.stop()
             if self.settings.leader_election:
                 await self.elector.release()  # nothing admits any more: hand over at once
             await runner.cleanup()
