@@ -188,7 +188,7 @@ def fill(
     mark = capacity.mark()
     if nodes is not None:
         placed = _fill_scan(capacity, shape, n, nodes, out)
-    elif shape.gpu and shape.mask.count * 2 >= capacity.n_visible:
+    elif shape.gpu and shape.mask.count * 8 >= capacity.n_visible:
         placed = _fill_buckets(capacity, shape, n, out)
     else:
         placed = _fill_scan(capacity, shape, n, shape.mask.indices, out)

@@ -419,7 +419,7 @@ def run(runs: int = 3, seed: int = 7, only: set[str] | None = None) -> dict[str,
     results["scenarios"]["pass_10k"] = {"seconds": times, "decisions": dict(sorted(by_reason.items()))}
 
     if only is not None:
-        return _only(results, only, snap, runs, config)
+        return _only(results, only, snap, runs, seed, config)
 
     # 1b. the same pass with queues
     queues = queue_tree(8 * len(nodes))
@@ -537,15 +537,19 @@ def _only(
     only: set[str],
     snap: Snapshot,
     runs: int,
+    seed: int,
     config: PlannerConfig,
 ) -> dict[str, Any]:
-    """The scenarios asked for by ``--only`` (those that run on bench_core's cluster after pass_10k)."""
-    known = {"state_only", "pass_10k", "pass_10k_dra"}
+    """The scenarios asked for by ``--only`` (those that run on bench_core's cluster after pass_10k,
+    and the pass at twice the size)."""
+    known = {"state_only", "pass_10k", "pass_10k_dra", "pass_10k_at_100k_pods"}
     unknown = only - known
     if unknown:
         raise SystemExit(f"--only takes {', '.join(sorted(known))}; not {', '.join(sorted(unknown))}")
     if "pass_10k_dra" in only:
         results["scenarios"]["pass_10k_dra"] = dra_pass(snap, runs, config, results)
+    if "pass_10k_at_100k_pods" in only:
+        results["scenarios"]["pass_10k_at_100k_pods"] = scaled_up_pass(runs, seed, config)
     return results
 
 
@@ -606,7 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--only",
-        help="comma-separated scenarios (state_only, pass_10k, pass_10k_dra); pass_10k always runs",
+        help="comma-separated scenarios (state_only, pass_10k, pass_10k_dra, pass_10k_at_100k_pods); "
+        "pass_10k always runs",
     )
     args = parser.parse_args(argv)
     results = run(args.runs, args.seed, set(args.only.split(",")) if args.only else None)
