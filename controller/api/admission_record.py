@@ -36,8 +36,6 @@ class RecordTooLarge(Exception):
 
     def __init__(self, members: int, size: int) -> None:
         super().__init__(msg.admission_record_too_large(members, size, RECORD_LIMIT))
-        self.members = members
-        self.size = size
 
 
 @dataclass(frozen=True, slots=True)

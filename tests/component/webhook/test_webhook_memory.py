@@ -57,13 +57,13 @@ async def status_of(reader: asyncio.StreamReader, within: float) -> int:
     return int(line.split()[1])
 
 
-async def small_review(hook: Webhook) -> int:
+async def small_review(hook: Webhook, within: float = 10) -> int:
     reader, writer = await _open(hook)
     try:
         body = orjson.dumps(REVIEW)
         writer.write(_head(len(body)) + body)
         await writer.drain()
-        return await status_of(reader, 10)
+        return await status_of(reader, within)
     finally:
         writer.close()
 
@@ -165,16 +165,10 @@ def test_a_burst_of_500_connections_is_served_whole(webhook: Webhook) -> None:
     a connection closed under it fails that pod's creation (failurePolicy: Fail)."""
 
     async def one() -> int:
-        reader, writer = await _open(webhook)
         try:
-            body = orjson.dumps(REVIEW)
-            writer.write(_head(len(body)) + body)
-            await writer.drain()
-            return await status_of(reader, 60)
+            return await small_review(webhook, within=60)
         except (ConnectionError, IndexError):
             return 0  # closed by the server (an empty status line)
-        finally:
-            writer.close()
 
     async def burst() -> tuple[list[int], float, float]:
         before = webhook.rss_mib()
