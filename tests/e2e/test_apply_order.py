@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from controller.api import admission_record
 from tests import builders
 from tests.conftest import NodePool
 from tests.e2e.kube import apply, bound, events, gated, group_pods, n_bound, podgroup, set_pod_quota
@@ -186,3 +187,19 @@ def test_a_podgroup_deleted_under_a_running_gang_is_made_again_with_its_admissio
         what="Running again on the new PodGroup",
     )
     assert {p["metadata"]["uid"] for p in group_pods(cluster, gang_namespace, "kept")} == uids
+
+
+def test_a_gang_of_300_is_admitted_with_its_record_written_compressed(
+    cluster: LocalCluster, gang_namespace: str, pool: NodePool
+) -> None:
+    """A record past 16 KiB is written compressed: the API server takes it, the admission-record
+    policy lets the controller write it, and the gang starts whole."""
+    pool.add(38, gpus=8)
+    apply(cluster, gang_namespace, pooled_job("wide", pool).parallelism(300).build())
+    eventually(lambda: n_bound(cluster, gang_namespace, "wide") == 300, 120, what="all 300 bound")
+    record = podgroup(cluster, gang_namespace, "wide")["metadata"]["annotations"]["phalanx.io/admission"]
+    assert record.startswith("zlib:")
+    decoded = admission_record.decode({"phalanx.io/admission": record})
+    assert decoded is not None
+    uids = {p["metadata"]["uid"] for p in group_pods(cluster, gang_namespace, "wide")}
+    assert set(decoded.placement) == uids
