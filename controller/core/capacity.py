@@ -163,6 +163,8 @@ class Capacity:
         # rollback. Equal ids mean equal free room (memo keys for messages).
         self.version = 0
         self._versions = 0
+        # placement's domain orders by (version, level, GPU counts): valid while the version is
+        self.domain_orders: dict[tuple[int, int, tuple[tuple[int, int], ...]], tuple[int, ...]] = {}
 
     # ---- indexes ---------------------------------------------------------------------------
 
@@ -347,31 +349,4 @@ class Capacity:
         total = 0
         for lvl in range(per_pod, self.max_level + 1):
             total += len(self.buckets[lvl]) * (lvl // per_pod)
-        return total
-
-    def domain_min_nodes(self, t: int, d: int, per_pod: int, n: int) -> int:
-        """At least this many nodes of domain `d` are needed for `n` pods of `per_pod` GPUs (GPU
-        levels only; a large number when the domain cannot hold them)."""
-        counts = self.dom_counts[t][d]
-        used = 0
-        rem = n
-        for lvl in range(self.max_level, per_pod - 1, -1):
-            c = counts[lvl]
-            if not c:
-                continue
-            each = lvl // per_pod
-            need = -(-rem // each)
-            if need <= c:
-                return used + need
-            used += c
-            rem -= c * each
-        return 1 << 30
-
-    def domain_upper_bound(self, t: int, d: int, per_pod: int) -> int:
-        counts = self.dom_counts[t][d]
-        total = 0
-        for lvl in range(per_pod, self.max_level + 1):
-            c = counts[lvl]
-            if c:
-                total += c * (lvl // per_pod)
         return total

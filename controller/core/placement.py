@@ -206,20 +206,51 @@ def _demand_fits_sums(capacity: Capacity, items: Items) -> bool:
     return all(need[r] <= capacity.sums[r] for r in range(len(need)) if need[r])
 
 
-def domain_order(capacity: Capacity, t: int, items: Items) -> list[int]:
+def domain_order(capacity: Capacity, t: int, items: Items) -> tuple[int, ...]:
     """The domains of level `t` whose GPU levels could hold `items`: those needing the fewest
     nodes first, then the tightest (fewest free GPUs), then by name."""
-    gpus = sum(shape.gpu * n for shape, n in items)
+    # Only the GPU counts and the free room decide the order, so gangs that wait on one state (most
+    # of a busy pass) share it.
+    per_pod = tuple((shape.gpu, n) for shape, n in items if shape.gpu)
+    key = (capacity.version, t, per_pod)
+    memo = capacity.domain_orders
+    found = memo.get(key)
+    if found is not None:
+        return found
+    gpus = sum(g * n for g, n in per_pod)
     dom_gpus = capacity.dom_gpus[t]
+    dom_counts = capacity.dom_counts[t]
+    # The fewest nodes that hold n pods of g GPUs take the domain's fullest GPU levels first; per
+    # domain from its count of nodes at each level, never its nodes (this runs for every domain).
+    descending = [(n, range(capacity.max_level, g - 1, -1), g) for g, n in per_pod]
     candidates: list[tuple[int, int, int]] = []
     for d in range(len(dom_gpus)):
-        if dom_gpus[d] < gpus:
+        free_gpus = dom_gpus[d]
+        if free_gpus < gpus:
             continue
-        if all(not shape.gpu or capacity.domain_upper_bound(t, d, shape.gpu) >= n for shape, n in items):
-            nodes = sum(capacity.domain_min_nodes(t, d, shape.gpu, n) for shape, n in items if shape.gpu)
-            candidates.append((nodes, dom_gpus[d], d))
+        counts = dom_counts[d]
+        nodes = 0
+        for n, levels, g in descending:
+            rem = n
+            for lvl in levels:
+                c = counts[lvl]
+                if c:
+                    each = lvl // g
+                    if c * each >= rem:
+                        nodes += -(-rem // each)
+                        break
+                    nodes += c
+                    rem -= c * each
+            else:
+                break  # the domain's nodes cannot hold these pods
+        else:
+            candidates.append((nodes, free_gpus, d))
     candidates.sort()
-    return [d for _, _, d in candidates]
+    order = tuple(d for _, _, d in candidates)
+    if len(memo) >= 4096:  # keys of states long gone
+        memo.clear()
+    memo[key] = order
+    return order
 
 
 def _place_in_domain(
@@ -243,11 +274,12 @@ def _place_in_domain(
 
 def _place_within(capacity: Capacity, items: Items, within: Within) -> tuple[list[Assignment], Domain] | None:
     """Every item inside one domain of ``within`` (each candidate domain tried, best first)."""
+    domains: Sequence[int]
     if within.value is not None:
         found = capacity.domain_of(within.key, within.value)
         if found is None:
             return None
-        t, domains = found[0], [found[1]]
+        t, domains = found[0], (found[1],)
     else:
         level = capacity.level_of(within.key)
         if level is None:

@@ -482,31 +482,34 @@ class PlanningPass:
         names = self.state.resources.names
         r = GPU if any(shape.gpu for shape, _ in items) else binding_resource(capacity, items[0][0], names)
         need = sum(n * a for shape, n in items for rr, a in shape.vec if rr == r)
-        usable = bytearray(len(capacity.free))
-        for shape, _ in items:
-            for i in shape.mask.indices:
-                usable[i] = 1
-        visible = capacity.visible
-        free = capacity.free
-
-        def room(nodes: Sequence[int]) -> int:
-            return sum(max(free[i][r], 0) for i in nodes if usable[i] and visible[i])
-
         level = capacity.level_of(within.key)
         assert level is not None  # _never_fits said so otherwise
+        # The free room of `r` on nodes the members may use: per domain of the level, and in all.
+        usable = (
+            items[0][0].mask.indices if len(items) == 1 else {i for s, _ in items for i in s.mask.indices}
+        )
+        visible, free, dom_of = capacity.visible, capacity.free, capacity.dom_of[level]
+        rooms = [0] * len(capacity.dom_names[level])
+        cluster = 0
+        for i in usable:
+            f = free[i][r]
+            if f > 0 and visible[i]:
+                cluster += f
+                d = dom_of[i]
+                if d >= 0:
+                    rooms[d] += f
         if within.value is not None:
             found = capacity.domain_of(within.key, within.value)
             domains = [found[1]] if found is not None else []
         else:
-            domains = list(range(len(capacity.dom_names[level])))
+            domains = list(range(len(rooms)))
         members = capacity.dom_members[level]
-        best = max(domains, key=lambda d: (room(members[d]), -d), default=None)
-        best_room = room(members[best]) if best is not None else 0
+        best = max(domains, key=lambda d: (rooms[d], -d), default=None)
+        best_room = rooms[best] if best is not None else 0
         best_name = capacity.dom_names[level][best] if best is not None else None
         mark = capacity.mark()
         cluster_fits = place(capacity, items, None, self.config.topology_attempts) is not None
         capacity.rollback(mark)
-        cluster = room(range(len(free)))
         if within.value is not None:
             return msg.no_room_in_home_domain(
                 parts, within.key, within.value, names[r], best_room, cluster, cluster_fits
