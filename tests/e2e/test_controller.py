@@ -69,6 +69,11 @@ def test_two_gangs_of_five_on_eight_gpus_run_one_after_the_other(
     assert pg["status"]["phase"] == "Pending"
     assert pg["status"]["reason"] == "InsufficientCapacity", pg["status"]
     assert "needs 5 pods" in pg["status"]["message"], pg["status"]["message"]
+    # This controller runs without --provisioning-requests: the PodGroup says an autoscaler would
+    # not see the gang either, and how to let it ask.
+    said = next(c for c in pg["status"]["conditions"] if c["type"] == "CapacityRequested")
+    assert said["status"] == "False" and said["reason"] == "ProvisioningRequestsOff", said
+    assert "cannot see gated pods" in said["message"] and "--provisioning-requests" in said["message"], said
 
     # When the first gang finishes, the second runs -- whole.
     eventually(
