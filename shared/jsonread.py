@@ -32,7 +32,7 @@ def get_in(value: Any, *keys: str) -> Any:
         # more on the admission hot path.
         if isinstance(value, dict):
             value = value.get(key)
-        elif isinstance(value, list) and key.isdigit():
+        elif isinstance(value, list) and key.isascii() and key.isdigit():
             index = int(key)
             value = value[index] if index < len(value) else None
         else:
@@ -75,6 +75,12 @@ def whole_number(value: Any) -> int | None:
         if digits.isascii() and digits.isdigit() and len(digits) <= MAX_DIGITS:
             return int(value)
     return None
+
+
+def positive_number(value: Any) -> int | None:
+    """``whole_number`` when above zero (a count, a timeout), else None."""
+    number = whole_number(value)
+    return number if number is not None and number > 0 else None
 
 
 def integer(value: Any, default: int) -> int:

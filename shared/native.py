@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared import constants
-from shared.jsonread import annotations_of, get_in, items, metadata_of, obj, text
+from shared.jsonread import annotations_of, get_in, items, metadata_of, obj, positive_number, text
 from shared.podgroup import DISRUPTION_ALL, DISRUPTION_SINGLE
 
 Path = tuple[str, ...]
@@ -139,8 +139,7 @@ def _first(spec: Mapping[str, Any], paths: list[Path]) -> str | None:
 
 def timeout_annotation(raw: Mapping[str, Any]) -> int | None:
     """Phalanx's gang timeout written on a native object (the API has no such field)."""
-    value = annotations_of(raw).get(constants.SCHEDULE_TIMEOUT_ANNOTATION, "")
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    return positive_number(annotations_of(raw).get(constants.SCHEDULE_TIMEOUT_ANNOTATION))
 
 
 def native_podgroup(raw: Mapping[str, Any]) -> NativePodGroup:

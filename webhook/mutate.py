@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from shared import constants as c
 from shared import workloads
 from shared.grouplink import GroupLink, declared_min_available, opted_in, resolve, skipped
-from shared.jsonread import get_in, obj, strings, text
+from shared.jsonread import get_in, obj, positive_number, strings, text
 from shared.kinds import JOB, KINDS, POD, STATEFULSET
 from shared.workloads import GVK, WorkloadKind, per_group_link
 from webhook import traps
@@ -307,7 +307,7 @@ class _WorkloadMutation:
         if size is None and self.owned:
             # Made by another workload's controller from a template the webhook already sized
             # for the whole gang (mpi-operator's launcher Job): that size stands.
-            size = _positive(template.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
+            size = positive_number(template.annotations.get(c.INFERRED_MIN_MEMBER_ANNOTATION))
         if size is None:
             if self._inferred is None:
                 self._inferred = self.kind.gang_size(self.workload)
@@ -391,10 +391,6 @@ def _gate_per_group(
 def owned_by_workload(meta: Mapping[str, Any]) -> bool:
     refs = meta.get("ownerReferences")
     return isinstance(refs, list) and any(isinstance(r, dict) and r.get("controller") is True for r in refs)
-
-
-def _positive(value: str | None) -> int | None:
-    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
 
 
 def _pods(count: int) -> str:

@@ -75,8 +75,35 @@ class Informer:
     async def _list(self) -> None:
         items, self.resource_version = await self.kube.list(self.rt)
         self.relists += 1
-        self.sink.replace(items)
+        try:
+            self.sink.replace(items)
+        except Exception:  # one object no reader understands must not keep the rest out
+            self.sink.replace(self._readable(items))
         self.synced.set()
+
+    def _readable(self, items: list[JsonObject]) -> list[JsonObject]:
+        """The listed objects the sink can read (each one tried alone); the others are logged and
+        left out, so one object a tenant wrote oddly never keeps a kind from syncing."""
+        readable = []
+        for item in items:
+            try:
+                self.sink.upsert(item)
+            except Exception as err:  # see _list
+                self._skipped(item, err)
+            else:
+                readable.append(item)
+        return readable
+
+    def _skipped(self, obj: Mapping[str, Any], err: Exception) -> None:
+        meta = obj.get("metadata") or {}
+        log.warning(
+            "object not readable, skipped",
+            extra={
+                "resource": str(self.rt),
+                "object": f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+                "error": repr(err),
+            },
+        )
 
     async def _watch(self) -> None:
         stream = self.kube.watch(self.rt, self.resource_version, self.watch_timeout)
@@ -104,8 +131,11 @@ class Informer:
         rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv:
             self.resource_version = str(rv)
-        if kind in ("ADDED", "MODIFIED"):
-            self.sink.upsert(obj)
-        elif kind == "DELETED":
-            self.sink.delete(obj)
+        try:
+            if kind in ("ADDED", "MODIFIED"):
+                self.sink.upsert(obj)
+            elif kind == "DELETED":
+                self.sink.delete(obj)
+        except Exception as err:  # see _list: the stream goes on
+            self._skipped(obj, err)
         # BOOKMARK: only the resourceVersion advances.

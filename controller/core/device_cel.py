@@ -40,7 +40,7 @@ def _quantity(text: str) -> dict[str, int]:
 def _version_tuple(text: str) -> tuple[int, int, int]:
     core = text.split("-", 1)[0].split("+", 1)[0]
     parts = core.split(".")
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
         raise ValueError(msg.cel_invalid_semver(text))
     return int(parts[0]), int(parts[1]), int(parts[2])
 

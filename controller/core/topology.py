@@ -37,6 +37,7 @@ from controller.core.model import Gang, GangTopology, Pod
 from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
 from controller.core.shapes import Shape, member_kind
 from shared import constants
+from shared.jsonread import whole_number
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +91,8 @@ def piece_order(pod: Pod) -> tuple[str, int, float, str]:
 def slice_order(pod: Pod) -> tuple[int, float, str]:
     """Members of a sliced gang in index order (then as they are admitted): members 0..N-1 form
     the first slice."""
-    index = pod.labels.get(COMPLETION_INDEX, "")
-    return (int(index) if index.isdigit() else 1 << 30, pod.created, pod.name)
+    index = whole_number(pod.labels.get(COMPLETION_INDEX))
+    return (index if index is not None and index >= 0 else 1 << 30, pod.created, pod.name)
 
 
 def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from controller.core import GangKey, Pod
 from controller.core import messages as msg
 from controller.pipeline.gangs import inferred_min_member, member_annotation, spec_sizes
 from shared import constants, grouplink
+from shared.jsonread import positive_number
 from shared.native import NativePodGroup
 from shared.podgroup import PodGroupSpec
 
@@ -180,9 +181,7 @@ class PodGroupFactory:
             timeout = self._native_timeout(group) or timeout
         spec = PodGroupSpec(
             min_member=sizing.min_member,
-            schedule_timeout_seconds=int(timeout)
-            if timeout and timeout.isdigit() and int(timeout) > 0
-            else None,
+            schedule_timeout_seconds=positive_number(timeout),
             # Resolved through its PriorityClass like any PodGroup's; a raw priority is not copied.
             priority_class_name=group.priority_class_name if group is not None else None,
             # A child of a CompositePodGroup starts with its siblings (Phalanx's hierarchical gangs).

@@ -175,3 +175,46 @@ async def test_a_cancel_that_meets_an_arriving_event_still_stops_the_informer(ti
     done, _ = await asyncio.wait({task}, timeout=2)
     assert done == {task}, "the informer kept running after it was cancelled"
     assert task.cancelled()
+
+
+class PickySink:
+    """A sink whose reader fails on objects named "odd-*" (as a record reader might on a value a
+    tenant wrote that nobody foresaw)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def _read(self, obj: dict[str, object]) -> str:
+        name = str((obj.get("metadata") or {}).get("name"))  # type: ignore[union-attr]
+        if name.startswith("odd-"):
+            raise ValueError(f"cannot read {name}")
+        return name
+
+    def replace(self, items: list[dict[str, object]]) -> None:
+        self.names = {self._read(item) for item in items}
+
+    def upsert(self, obj: dict[str, object]) -> None:
+        self.names.add(self._read(obj))
+
+    def delete(self, obj: dict[str, object]) -> None:
+        self.names.discard(self._read(obj))
+
+
+async def test_an_object_no_reader_understands_is_skipped_and_the_rest_syncs_and_streams() -> None:
+    kube = FakeKube()
+    kube.seed(r.PODS, pod("g-0"), pod("odd-0"), pod("g-1"))
+    sink = PickySink()
+    informer = Informer(kube, r.PODS, sink)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        assert sink.names == {"g-0", "g-1"}
+        opens = len(kube.watch_opens)
+        kube.seed(r.PODS, pod("odd-1"))
+        kube.seed(r.PODS, pod("g-2"))
+        await until(lambda: "g-2" in sink.names)
+        assert sink.names == {"g-0", "g-1", "g-2"}
+        assert len(kube.watch_opens) == opens  # the odd object in the stream did not end the watch
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

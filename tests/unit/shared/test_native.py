@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from shared import kinds, native
+from shared import constants, kinds, native
 
 
 def podgroup_v1beta1(**spec: Any) -> dict[str, Any]:
@@ -81,3 +81,11 @@ def test_a_v1alpha2_podgroup_reads_the_same_from_its_own_spelling() -> None:
         "team", "train", "u1", 4, "job", "workers", "topology.kubernetes.io/rack", "All", "high", None, None
     )
     assert native.native_podgroup({"spec": {"disruptionMode": "Pod"}}).disruption_mode == "Single"
+
+
+@pytest.mark.parametrize(
+    ("written", "read"), [("600", 600), ("0", None), ("²", None), ("٣", None), ("9" * 40, None)]
+)
+def test_a_timeout_a_tenant_writes_oddly_is_no_timeout_never_an_error(written: str, read: int | None) -> None:
+    raw = {"metadata": {"name": "p", "annotations": {constants.SCHEDULE_TIMEOUT_ANNOTATION: written}}}
+    assert native.timeout_annotation(raw) == read
