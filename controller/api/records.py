@@ -81,6 +81,7 @@ def node_record(raw: Mapping[str, Any]) -> Node:
         taints=taints,
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
     )
 
 

@@ -876,8 +876,22 @@ def autoscaler_blind() -> str:
 
 def awaiting_own_capacity() -> str:
     return (
-        "waits for the nodes asked for it: its ProvisioningRequest is not answered yet, and room "
-        "that registers meanwhile may be another gang's"
+        "waits for the nodes asked for it: its ProvisioningRequest is not answered yet, and nodes "
+        "that registered since it asked may be another gang's"
+    )
+
+
+def booked_nodes_held(text: str, nodes: Sequence[str], limit: int) -> str:
+    return (
+        f"{text}; {_plural(len(nodes), 'node')} registered since its ProvisioningRequest "
+        f"({node_list(nodes, limit)}) held for it until it starts or its booking ends"
+    )
+
+
+def blocked_by_booking(holders: Sequence[str], text: str) -> str:
+    return (
+        f"would fit, but that room was provisioned for {_plural(len(holders), 'gang')} "
+        f"({', '.join(holders[:3])}{', …' if len(holders) > 3 else ''}) by the cluster-autoscaler; {text}"
     )
 
 

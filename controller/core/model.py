@@ -70,6 +70,7 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False  # cordoned
     ready: bool = True
+    created: float = 0.0  # creationTimestamp, seconds since the epoch (which nodes a booking made)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +236,9 @@ class Gang:
     # ProvisioningConfig.answer_seconds): it waits for its own nodes rather than taking room that
     # may have been made for another gang's request.
     capacity_awaited: bool = False
+    # When its current ProvisioningRequest was created (booked or awaited gangs): nodes registered
+    # since may be the ones asked for, its own (booked) or another gang's (awaited).
+    capacity_since: float | None = None
     # Why the gang's admission could not be recorded on its PodGroup (too many members for the
     # annotation that holds it): it is not admitted while it keeps this many members.
     unrecordable: str | None = None
@@ -380,6 +384,9 @@ class Wait:
     # A capacity wait its queue's limit leaves room to ask the autoscaler for, counting what the
     # gangs planned before it in this pass ask for (--provisioning-requests).
     may_ask: bool = True
+    # The gated members the gang needs to start (uids), which a capacity request asks for; None:
+    # not worked out (every gated member).
+    asks_for: tuple[str, ...] | None = None
 
 
 # The waits that only more nodes can end. Not WAITING_FOR_MEMBERS, QUEUE_LIMIT, PREEMPTING,

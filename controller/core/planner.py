@@ -188,12 +188,14 @@ class PlanningPass:
         self.capacity = self.state.capacity
         self.preemption = Preemption(self.state)
         self.reservation: tuple[Gang, list[int]] | None = None
+        # Nodes the cluster-autoscaler made for booked gangs that do not fit yet, held for them.
+        self.bookings: list[tuple[Gang, list[int]]] = []
         self.unblocked_memo = FitMemo()
         self.victims: set[GangKey] = set()
         # Memos of the pass, by demand (and capacity version where the free room matters)
         self._shortfalls: dict[tuple[DemandKey, int], str] = {}
         self._never: dict[DemandKey, str | None] = {}
-        self._unblocked: dict[tuple[DemandKey, int], bool] = {}
+        self._unblocked: dict[tuple[DemandKey, int, str], bool] = {}
         self._requests: dict[int, dict[str, int]] = {}  # candidate id -> its request (queues)
         self._reclaims = 0  # reclaim attempts in this pass (at most max_preemption_searches)
 
@@ -579,13 +581,47 @@ class PlanningPass:
             )
         return nodes
 
-    def _would_fit_unblocked(self, demand: Demand) -> bool:
-        assert self.reservation is not None
-        key = (demand.key, self.capacity.version)
+    def _place_asker(self, gang: Gang, demand: Demand, extra: Sequence[Pod]) -> dict[str, int] | None:
+        """Place, except that a gang whose ProvisioningRequest is not answered yet does not take
+        nodes registered since it asked: they may have been made for another gang's request."""
+        if not gang.capacity_awaited:
+            return self._try_place(demand, extra)
+        hidden = self._registered_since(gang.capacity_since)
+        self.capacity.exclude(hidden)
+        try:
+            return self._try_place(demand, extra)
+        finally:
+            self.capacity.include(hidden)
+
+    def _registered_since(self, since: float | None) -> list[int]:
+        """The visible nodes created at or after ``since`` (every visible node when unknown)."""
+        visible = self.capacity.visible
+        return [
+            i
+            for i, node in enumerate(self.state.nodes)
+            if visible[i] and (since is None or node.created >= since)
+        ]
+
+    def _hold_booked(self, gang: Gang, demand: Demand, wait: Wait) -> Wait:
+        """A booked gang that does not fit yet keeps the nodes registered since its request that
+        its members could use, for the rest of the pass: gangs planned after it cannot take them."""
+        if gang.capacity_since is None:
+            return wait  # which nodes were made for it is not known
+        masks = [shape.mask.flags for shape, _ in demand.items]
+        held = [i for i in self._registered_since(gang.capacity_since) if any(m[i] for m in masks)]
+        if not held:
+            return wait
+        self.capacity.exclude(held)
+        self.bookings.append((gang, held))
+        names = [self.state.names[i] for i in held]
+        return replace(wait, message=msg.booked_nodes_held(wait.message, names, self.config.message_nodes))
+
+    def _would_fit_unblocked(self, demand: Demand, nodes: list[int], tag: str) -> bool:
+        """Would the demand fit with ``nodes`` (held back in this pass) given back?"""
+        key = (demand.key, self.capacity.version, tag)
         known = self._unblocked.get(key)
         if known is not None:
             return known
-        nodes = self.reservation[1]
         mark = self.capacity.mark()
         self.capacity.include(nodes)
         attempts = self.config.topology_attempts
@@ -674,22 +710,21 @@ class PlanningPass:
                 return self._wait(gang, Reason.QUEUE_LIMIT, over, timed_out)
             extra = book.within_limit(queue, request, extra)
         demand = self._demand(required, self._within(gang), gang)
-        nodes = None if gang.capacity_awaited else self._try_place(demand, extra)
+        nodes = self._place_asker(gang, demand, extra)
         if nodes is None:
             decision = (
                 self._wait(gang, Reason.INSUFFICIENT_CAPACITY, msg.awaiting_own_capacity(), timed_out)
                 if gang.capacity_awaited
                 else self._cannot_fit(gang, demand, timed_out)
             )
-            if (
-                isinstance(decision, Wait)
-                and decision.reason in CAPACITY_WAITS
-                and book is not None
-                and queue is not None
-                and not book.ask(queue, total_requests(required))
-            ):
-                return replace(decision, may_ask=False)
-            return decision
+            if not isinstance(decision, Wait) or decision.reason not in CAPACITY_WAITS:
+                return decision
+            if gang.capacity_booked:
+                decision = self._hold_booked(gang, demand, decision)
+            # A capacity request asks for the members the gang needs to start, and only while its
+            # queue could take them beside what the gangs planned before it ask for.
+            may_ask = book is None or queue is None or book.ask(queue, total_requests(required))
+            return replace(decision, may_ask=may_ask, asks_for=tuple(m.uid for m in required if m.gated))
         self.state.drop_held(gang.key)
         started = [p for p in pending if p.uid in nodes]
         if book is not None and queue is not None:
@@ -752,12 +787,20 @@ class PlanningPass:
             if preempt is not None:
                 return preempt
         text = self._shortfall(demand)
-        if self.reservation is not None and self._would_fit_unblocked(demand):
+        if self.reservation is not None and self._would_fit_unblocked(
+            demand, self.reservation[1], "starving"
+        ):
             return self._wait(
                 gang,
                 Reason.BLOCKED_BY_RESERVATION,
                 msg.blocked(str(self.reservation[0].key), text),
                 timed_out,
+            )
+        booked = [i for _, nodes in self.bookings for i in nodes]
+        if booked and self._would_fit_unblocked(demand, booked, "booked"):
+            holders = [str(holder.key) for holder, _ in self.bookings]
+            return self._wait(
+                gang, Reason.BLOCKED_BY_RESERVATION, msg.blocked_by_booking(holders, text), timed_out
             )
         if not timed_out:
             reserved = self._reserve(gang, demand, text)

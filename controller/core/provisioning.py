@@ -7,7 +7,10 @@ exist, its queue would admit it, no preemption will place it -- gets ONE Provisi
 (autoscaling.x-k8s.io/v1) with one pod set per member shape. Phalanx follows the request's
 conditions: Provisioned -> the next plan sees the new nodes and the members consume the request;
 Failed -> asked again after a backoff; BookingExpired / CapacityRevoked while the gang still waits ->
-asked again; the gang admitted and bound, gone, or no longer waiting for capacity -> deleted.
+asked again (the ended request is still told of); the gang admitted and bound, gone, timed out or
+held by its queue -> deleted. A gang that waits for something that passes (a member being
+recreated, a preemption) keeps its request, so its booked nodes are not thrown away. The request
+asks for the members the gang needs to start (minMember), not for elastic extras.
 
 Pure: requests and gangs in, what to create and delete and what each gang's request says out.
 """
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from controller.core import messages as msg
-from controller.core.model import CAPACITY_WAITS, Admit, Decision, Gang, GangKey, Pod, Wait
+from controller.core.model import CAPACITY_WAITS, Admit, Decision, Gang, GangKey, Pod, Reason, Wait
 from controller.core.ordering import member_order
 from controller.core.shapes import member_kind
 from controller.core.state import is_live
@@ -127,6 +130,10 @@ class GangProvisioning:
     class_name: str
     phase: RequestPhase
     message: str
+    # The request this one replaced because it failed or its booking ended, and what to say of it
+    # (it is deleted in the same pass, so its end would otherwise go untold).
+    ended: ProvisioningRequestState | None = None
+    ended_message: str = ""
 
     @property
     def consumable(self) -> bool:
@@ -145,12 +152,36 @@ class ProvisioningPlan:
     recheck_in: float | None = None
 
 
-def _waiting(gang: Gang) -> list[Pod]:
-    """The members the request is for: gated, live, not admitted, oldest first."""
+def _asked(gang: Gang, decision: Decision | None) -> list[Pod]:
+    """The members the request is for: those the gang needs to start (gated, live, not admitted),
+    oldest first."""
+    needed = decision.asks_for if isinstance(decision, Wait) else None
+    wanted = set(needed) if needed is not None else None
     return sorted(
-        (m for m in gang.members if m.gated and is_live(m) and m.uid not in gang.admitted),
+        (
+            m
+            for m in gang.members
+            if m.gated and is_live(m) and m.uid not in gang.admitted and (wanted is None or m.uid in wanted)
+        ),
         key=member_order,
     )
+
+
+# Waits that pass without changing what the gang needs (a member being recreated, a preemption, a
+# reservation): a request the gang already has is kept through them.
+_PASSING_WAITS = frozenset(
+    {
+        Reason.WAITING_FOR_MEMBERS,
+        Reason.WAITING_FOR_PARENT,
+        Reason.FOREIGN_GATES,
+        Reason.PREEMPTING,
+        Reason.RESERVED,
+        Reason.BLOCKED_BY_RESERVATION,
+        Reason.DEVICES_UNPROVEN,
+    }
+)
+# Phases of a request worth keeping through such a wait (a failed or ended one is not).
+_KEPT_PHASES = frozenset({*UNANSWERED, RequestPhase.PROVISIONED, RequestPhase.NOT_FOUND})
 
 
 def member_shapes(pods: Sequence[Pod]) -> tuple[tuple[MemberShape, ...], str]:
@@ -174,7 +205,11 @@ def wants_capacity(gang: Gang, decision: Decision | None) -> bool:
     if not decision.may_ask:
         return False  # its queue's limit is spoken for by the gangs asking before it
     live = [m for m in gang.members if is_live(m)]
-    return len(live) >= gang.min_member and not gang.admitted and bool(_waiting(gang))
+    return len(live) >= gang.min_member and not gang.admitted and bool(_asked(gang, decision))
+
+
+def _waits_a_while(decision: Decision | None) -> bool:
+    return isinstance(decision, Wait) and not decision.timed_out and decision.reason in _PASSING_WAITS
 
 
 def _retry_delay(config: ProvisioningConfig, attempt: int) -> float:
@@ -220,8 +255,10 @@ def decide(
     recheck: list[float] = []
     seen: set[GangKey] = set()
 
-    def ask(gang: Gang, attempt: int) -> None:
-        shapes, signature = member_shapes(_waiting(gang))
+    def ask(
+        gang: Gang, asked: list[Pod], attempt: int, ended: ProvisioningRequestState | None = None
+    ) -> None:
+        shapes, signature = member_shapes(asked)
         name = request_name(gang.key, signature, attempt)
         create.append(NewRequest(gang.key, name, config.class_name, signature, attempt, shapes))
         states[gang.key] = GangProvisioning(
@@ -229,6 +266,8 @@ def decide(
             config.class_name,
             RequestPhase.REQUESTED,
             msg.provisioning_requested(name, config.class_name),
+            ended,
+            _describe(ended) if ended is not None else "",
         )
 
     for gang in gangs:
@@ -239,14 +278,15 @@ def decide(
         delete.extend(mine[:-1])
         decision = decisions.get(gang.key)
         if config.enabled and wants_capacity(gang, decision):
-            _, signature = member_shapes(_waiting(gang))
+            asked = _asked(gang, decision)
+            _, signature = member_shapes(asked)
             if current is None:
-                ask(gang, 0)
+                ask(gang, asked, 0)
                 continue
             phase = current.phase
             if current.signature != signature:  # the gang grew or shrank while it waited
                 delete.append(current)
-                ask(gang, current.attempt)
+                ask(gang, asked, current.attempt)
             elif phase == RequestPhase.FAILED:
                 failed = current.condition("Failed")
                 due = (failed.at if failed is not None else current.created) + _retry_delay(
@@ -254,17 +294,24 @@ def decide(
                 )
                 if now >= due:
                     delete.append(current)
-                    ask(gang, current.attempt + 1)
+                    ask(gang, asked, current.attempt + 1, ended=current)
                 else:
                     recheck.append(due - now)
                     states[gang.key] = _state(current, _describe(current, due - now))
             elif phase == RequestPhase.EXPIRED:
                 delete.append(current)
-                ask(gang, current.attempt + 1)
+                ask(gang, asked, current.attempt + 1, ended=current)
             else:
                 states[gang.key] = _state(current, _describe(current))
         elif current is not None and _consuming(gang, decision) and _state(current, "").consumable:
             # Admitted on the room asked for: kept until its members are bound.
+            states[gang.key] = _state(current, _describe(current))
+        elif (
+            current is not None
+            and config.enabled
+            and _waits_a_while(decision)
+            and current.phase in _KEPT_PHASES
+        ):
             states[gang.key] = _state(current, _describe(current))
         elif current is not None:
             delete.append(current)

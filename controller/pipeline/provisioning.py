@@ -174,6 +174,9 @@ class Provisioner:
                 await self._for_gang(new.gang, self._create(new, view))
         for key, provisioning in plan.gangs.items():
             view = views.get(key)
+            if view is not None and provisioning.ended is not None:
+                # Replaced in this pass because it failed or its booking ended: told all the same.
+                await self._tell(view, provisioning.ended, provisioning.ended_message)
             request = self._requests.get((key.namespace, provisioning.request))
             if view is None or request is None:
                 continue
@@ -187,6 +190,9 @@ class Provisioner:
             else:
                 message = provisioning.message
             await self._tell(view, request, message)
+        # What was told of deleted requests is forgotten only now: a replaced one is told above.
+        for gone in plan.delete:
+            self._phases.pop((gone.namespace, gone.name), None)
 
     async def _for_gang(self, gang: GangKey, work: Coroutine[Any, Any, None]) -> None:
         """One gang's request work; its failure is logged and retried next pass, and the other
@@ -210,7 +216,6 @@ class Provisioner:
                 if not err.not_found:
                     raise
         self._requests.pop(key, None)
-        self._phases.pop(key, None)
         log.info("ProvisioningRequest deleted", extra={"gang": str(request.gang), "request": request.name})
 
     async def _create(self, new: NewRequest, view: GangView) -> None:

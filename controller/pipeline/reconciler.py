@@ -548,20 +548,30 @@ def booked_first(
     answer_seconds: float,
 ) -> Snapshot:
     """The snapshot with every gang whose ProvisioningRequest is Provisioned marked as booked (the
-    core plans it first, on the room made for it), and every gang whose request is still
-    unanswered marked as awaiting it (it does not take room made for another gang's request)."""
+    core plans it first, and holds the nodes registered since the request for it while it does not
+    fit), and every gang whose request is still unanswered marked as awaiting it (it does not take
+    nodes registered since it asked, which may be another gang's); both with the request's time."""
     booked: set[GangKey] = set()
     awaited: set[GangKey] = set()
+    since: dict[GangKey, float] = {}
     for r in requests or ():
         if r.phase == RequestPhase.PROVISIONED:
             booked.add(r.gang)
         elif r.phase in UNANSWERED and now - r.created < answer_seconds:
             awaited.add(r.gang)
-    if not booked and not awaited:
+        else:
+            continue
+        since[r.gang] = max(since.get(r.gang, 0.0), r.created)
+    if not since:
         return snapshot
     marked = tuple(
-        dataclasses.replace(g, capacity_booked=g.key in booked, capacity_awaited=g.key in awaited)
-        if g.key in booked or g.key in awaited
+        dataclasses.replace(
+            g,
+            capacity_booked=g.key in booked,
+            capacity_awaited=g.key in awaited,
+            capacity_since=since[g.key] or None,
+        )
+        if g.key in since
         else g
         for g in snapshot.gangs
     )

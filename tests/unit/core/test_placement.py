@@ -44,6 +44,7 @@ def test_five_plus_five_on_eight_gpus_admits_one_and_explains_the_other() -> Non
         GangKey("ns", "g2"),
         Reason.INSUFFICIENT_CAPACITY,
         "needs 5 pods × 1 nvidia.com/gpu; best placement fits 3: a 3",
+        asks_for=tuple(f"ns/g2-{k}" for k in range(5)),  # what a capacity request would be for
     )
 
 

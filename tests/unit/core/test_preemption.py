@@ -250,6 +250,7 @@ def test_a_gang_that_can_never_fit_does_not_preempt() -> None:
         Reason.UNSCHEDULABLE,
         "needs 1 pod × 16 nvidia.com/gpu; no node can ever hold a pod of "
         "1 cpu, 1Gi memory, 16 nvidia.com/gpu (largest node: 8 nvidia.com/gpu)",
+        asks_for=("ns/high-0",),
     )
 
 

@@ -190,3 +190,84 @@ def test_nodes_registered_before_provisioned_is_written_are_consumed_all_the_sam
     assert result.delete == () and result.gangs[KEY].consumable
     failed = request(g, RequestCondition("Failed", True, "x", "", NOW - 5))
     assert decide_provisioning([g], admit, [failed], ON, NOW).delete == (failed,)
+
+
+def test_a_request_is_kept_through_a_wait_that_passes_and_deleted_by_one_that_does_not() -> None:
+    g = gang()
+    provisioned = request(g, RequestCondition("Provisioned", True, "CapacityIsProvisioned", "", NOW - 5))
+    # A member being recreated, a preemption under way: the booked nodes are not thrown away.
+    for reason in (Reason.WAITING_FOR_MEMBERS, Reason.PREEMPTING, Reason.BLOCKED_BY_RESERVATION):
+        result = decide_provisioning([g], waits(reason), [provisioned], ON, NOW)
+        assert result.delete == () and result.create == (), reason
+        assert result.gangs[KEY].request == provisioned.name, reason
+    # Held by its queue, or out of time: deleted.
+    assert decide_provisioning([g], waits(Reason.QUEUE_LIMIT), [provisioned], ON, NOW).delete == (
+        provisioned,
+    )
+    timed_out = {KEY: Wait(KEY, Reason.WAITING_FOR_MEMBERS, "short", timed_out=True)}
+    assert decide_provisioning([g], timed_out, [provisioned], ON, NOW).delete == (provisioned,)
+    # A failed request is not kept through such a wait.
+    failed = request(g, RequestCondition("Failed", True, "x", "", NOW - 5))
+    assert decide_provisioning([g], waits(Reason.PREEMPTING), [failed], ON, NOW).delete == (failed,)
+
+
+def test_a_replaced_request_that_failed_or_expired_is_told_of_with_the_new_one() -> None:
+    g = gang()
+    expired = request(
+        g,
+        RequestCondition("Provisioned", True, "CapacityIsProvisioned", "", NOW - 700),
+        RequestCondition("CapacityRevoked", True, "CapacityRevoked", "node group shrank", NOW - 1),
+    )
+    state = decide_provisioning([g], waits(), [expired], ON, NOW).gangs[KEY]
+    assert state.phase == RequestPhase.REQUESTED and state.request != expired.name
+    assert state.ended == expired and "node group shrank" in state.ended_message
+    failed = request(g, RequestCondition("Failed", True, "FailedToBook", "no room", NOW - 100), attempt=1)
+    state = decide_provisioning([g], waits(), [failed], ON, NOW).gangs[KEY]
+    assert state.ended == failed and "no room" in state.ended_message
+    # Resized while it waited: replaced, but nothing ended.
+    grown = replace(g, min_member=3, members=(*g.members, member(2)))
+    assert decide_provisioning([grown], waits(), [request(g)], ON, NOW).gangs[KEY].ended is None
+
+
+def test_an_elastic_gang_asks_for_the_members_it_needs_to_start() -> None:
+    # minMember 2 of six 8-GPU members, at most 4; one 4-GPU node: nothing fits.
+    members = tuple(member(i) for i in range(6))
+    elastic = replace(gang(*members, min_member=2), max_member=4)
+    snapshot = Snapshot((Node("small", {GPU: 4, "pods": 110}),), members, (elastic,), NOW)
+    decision = plan(snapshot).for_gang(KEY)
+    assert isinstance(decision, Wait) and decision.asks_for == ("uid-0", "uid-1")
+    new = decide_provisioning([elastic], {KEY: decision}, [], ON, NOW).create[0]
+    assert [(s.example, s.count) for s in new.shapes] == [("train-0", 2)]
+
+
+def test_the_nodes_made_for_a_booked_gang_are_held_for_it_until_it_fits() -> None:
+    asked = NOW - 60
+    old = Node("old-0", {GPU: 8, "pods": 110}, created=asked - 3600)
+    made = Node("new-0", {GPU: 8, "pods": 110}, created=asked + 30)  # one of the nodes asked for
+    booked = replace(gang(member(0), member(1), member(2)), capacity_booked=True, capacity_since=asked)
+    other_key = GangKey("team", "other")
+    other_pods = tuple(replace(member(k), uid=f"o-{k}", name=f"other-{k}") for k in (7, 8))
+    other = Gang(other_key, 2, other_pods, priority=100)
+    result = plan(Snapshot((old, made), (*booked.members, *other_pods), (booked, other), NOW))
+    mine = result.for_gang(KEY)
+    assert isinstance(mine, Wait) and "new-0" in mine.message and "held for it" in mine.message
+    # The other gang would fit on the old node and the one made for the booked gang: it may not.
+    theirs = result.for_gang(other_key)
+    assert isinstance(theirs, Wait) and theirs.reason == Reason.BLOCKED_BY_RESERVATION
+    assert "team/train" in theirs.message
+    # A one-pod gang still takes the old node, which nobody asked for.
+    single = Gang(other_key, 1, other_pods[:1], priority=100)
+    result = plan(Snapshot((old, made), (*booked.members, other_pods[0]), (booked, single), NOW))
+    taken = result.for_gang(other_key)
+    assert isinstance(taken, Admit) and set(taken.booked.values()) == {"old-0"}
+
+
+def test_a_gang_awaiting_its_answer_takes_old_room_but_not_nodes_registered_since_it_asked() -> None:
+    asked = NOW - 60
+    single = replace(gang(member(0)), min_member=1, capacity_awaited=True, capacity_since=asked)
+    made = Node("new-0", {GPU: 8, "pods": 110}, created=asked + 30)
+    waits_for_answer = plan(Snapshot((made,), single.members, (single,), NOW)).for_gang(KEY)
+    assert isinstance(waits_for_answer, Wait) and "not answered yet" in waits_for_answer.message
+    freed = Node("old-0", {GPU: 8, "pods": 110}, created=asked - 3600)  # room that freed meanwhile
+    taken = plan(Snapshot((made, freed), single.members, (single,), NOW)).for_gang(KEY)
+    assert isinstance(taken, Admit) and set(taken.booked.values()) == {"old-0"}
