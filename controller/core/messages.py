@@ -929,3 +929,17 @@ def provisioning_expired(name: str, why: str) -> str:
 
 def with_provisioning(text: str, note: str) -> str:
     return f"{text}; {note}"
+
+
+def provisioning_not_created(name: str, why: str) -> str:
+    return (
+        f"Phalanx could not create ProvisioningRequest {name} ({why.rstrip('.')}); "
+        "the cluster-autoscaler was not asked for this gang's nodes"
+    )
+
+
+def too_many_pod_sets(shapes: int, limit: int) -> str:
+    return (
+        f"the gang's members come in {shapes} shapes, one pod set each, and a ProvisioningRequest "
+        f"holds at most {limit}"
+    )
