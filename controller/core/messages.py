@@ -868,9 +868,11 @@ CEL_NOT_COMPARABLE = "not a quantity or a semver"
 
 def autoscaler_blind() -> str:
     return (
-        "a cluster-autoscaler cannot see gated pods, so it adds no node for this gang; "
-        "start the controller with --provisioning-requests to ask it for the whole gang's nodes "
-        "(ProvisioningRequest)"
+        "a cluster-autoscaler cannot see gated pods, so it adds no node for this gang; on a cluster "
+        "scaled by the cluster-autoscaler, start the controller with --provisioning-requests "
+        "best-effort-atomic (or check-capacity) to ask it for the whole gang's nodes "
+        "(ProvisioningRequest); Karpenter and fixed node groups cannot be asked: room must appear "
+        "by other means"
     )
 
 

@@ -63,7 +63,8 @@ async def test_without_the_opt_in_a_gang_waiting_for_capacity_says_the_autoscale
     await h.step()
     said = condition(h.pg(), "CapacityRequested")
     assert said["status"] == "False" and said["reason"] == "ProvisioningRequestsOff"
-    assert "cannot see gated pods" in said["message"] and "--provisioning-requests" in said["message"]
+    assert "cannot see gated pods" in said["message"]
+    assert "--provisioning-requests best-effort-atomic" in said["message"] and "Karpenter" in said["message"]
     assert requests(h) == []
 
 
