@@ -457,9 +457,7 @@ async def test_a_restarted_controller_adopts_the_request_it_finds_and_makes_no_s
     assert consumed == request["metadata"]["name"]
 
 
-async def test_a_crash_between_the_templates_and_the_request_ends_with_one_request_and_no_stray_template() -> (
-    None
-):
+async def test_a_crash_between_templates_and_request_ends_with_one_request_and_no_stray_template() -> None:
     h = asking()
     h.kube.seed(r.PODS, *two_shapes())
     await h.step()
