@@ -868,9 +868,11 @@ CEL_NOT_COMPARABLE = "not a quantity or a semver"
 
 def autoscaler_blind() -> str:
     return (
-        "a cluster-autoscaler cannot see gated pods, so it adds no node for this gang; "
-        "start the controller with --provisioning-requests to ask it for the whole gang's nodes "
-        "(ProvisioningRequest)"
+        "a cluster-autoscaler cannot see gated pods, so it adds no node for this gang; on a cluster "
+        "scaled by the cluster-autoscaler, start the controller with --provisioning-requests "
+        "best-effort-atomic (or check-capacity) to ask it for the whole gang's nodes "
+        "(ProvisioningRequest); Karpenter and fixed node groups cannot be asked: room must appear "
+        "by other means"
     )
 
 
@@ -943,3 +945,17 @@ def provisioning_expired(name: str, why: str) -> str:
 
 def with_provisioning(text: str, note: str) -> str:
     return f"{text}; {note}"
+
+
+def provisioning_not_created(name: str, why: str) -> str:
+    return (
+        f"Phalanx could not create ProvisioningRequest {name} ({why.rstrip('.')}); "
+        "the cluster-autoscaler was not asked for this gang's nodes"
+    )
+
+
+def too_many_pod_sets(shapes: int, limit: int) -> str:
+    return (
+        f"the gang's members come in {shapes} shapes, one pod set each, and a ProvisioningRequest "
+        f"holds at most {limit}"
+    )

@@ -311,6 +311,7 @@ def decide(
             and config.enabled
             and _waits_a_while(decision)
             and current.phase in _KEPT_PHASES
+            and any(is_live(m) for m in gang.members)  # not a gang whose members are all gone
         ):
             states[gang.key] = _state(current, _describe(current))
         elif current is not None:

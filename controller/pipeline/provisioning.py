@@ -3,8 +3,10 @@ out what ``core.decide_provisioning`` decided (create each with its PodTemplates
 of what changed (Events, metrics).
 
 The requests are listed at most every ``refresh_seconds`` (one LIST of the requests Phalanx labelled),
-and while any is in flight the reconciler looks again that often: the autoscaler's answers arrive
-on the requests, which the controller does not watch.
+and while a request is unanswered or its gang consumes it the reconciler looks again that often: the
+autoscaler's answers arrive on the requests, which the controller does not watch. A request the
+autoscaler answered and retries by itself (CapacityNotFound), or a failed one awaiting its backoff,
+is looked at every ``slow_refresh_seconds`` only.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ _OUTCOMES = {
     RequestPhase.FAILED: "failed",
     RequestPhase.EXPIRED: "expired",
 }
+# The upstream CRD's limit on spec.podSets (maxItems): a request with more is refused, always.
+MAX_POD_SETS = 32
+# The CapacityRequested condition's reason of a gang whose request could not be created.
+NOT_CREATED = "ProvisioningRequestNotCreated"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NotCreated:
+    """A request the plan asked for that does not exist: its name and why it was not created."""
+
+    request: str
+    why: str
 
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
@@ -104,6 +118,7 @@ class Provisioner:
         clock: Callable[[], float],
         podgroup_uid: Callable[[GangKey], str | None],
         refresh_seconds: float = 2.0,
+        slow_refresh_seconds: float = 30.0,
     ) -> None:
         self.kube = kube
         # A request counts as Phalanx's only when its gang's PodGroup controls it: the label alone
@@ -114,6 +129,11 @@ class Provisioner:
         self.metrics = metrics
         self.clock = clock
         self.refresh_seconds = refresh_seconds
+        self.slow_refresh_seconds = slow_refresh_seconds
+        # The gangs whose planned request the last carry_out could not create, and why.
+        self.not_created: dict[GangKey, NotCreated] = {}
+        # PodTemplates of deleted or half-made requests whose delete failed: deleted again each pass.
+        self._leftover_templates: set[tuple[str, str]] = set()
         self._requests: dict[tuple[str, str], ProvisioningRequestState] = {}
         self._template_names: dict[tuple[str, str], list[str]] = {}
         self._listed_at: float | None = None
@@ -165,13 +185,18 @@ class Provisioner:
         views: Mapping[GangKey, GangView],
         admitted: Collection[GangKey] = (),
     ) -> None:
-        """Delete, create, then tell what changed; ``admitted``: gangs admitted in this pass."""
+        """Delete, create, then tell what changed; ``admitted``: gangs admitted in this pass. The
+        requests planned but not created are in ``not_created`` afterwards."""
+        self.not_created = {}
+        await self._delete_leftover_templates()
         for gone in plan.delete:
             await self._for_gang(gone.gang, self._delete(gone))
         for new in plan.create:
             view = views.get(new.gang)
             if view is not None:
-                await self._for_gang(new.gang, self._create(new, view))
+                why = await self._for_gang(new.gang, self._create(new, view))
+                if why is not None:
+                    self.not_created[new.gang] = NotCreated(new.name, why)
         for key, provisioning in plan.gangs.items():
             view = views.get(key)
             if view is not None and provisioning.ended is not None:
@@ -194,13 +219,16 @@ class Provisioner:
         for gone in plan.delete:
             self._phases.pop((gone.namespace, gone.name), None)
 
-    async def _for_gang(self, gang: GangKey, work: Coroutine[Any, Any, None]) -> None:
+    async def _for_gang(self, gang: GangKey, work: Coroutine[Any, Any, None]) -> str | None:
         """One gang's request work; its failure is logged and retried next pass, and the other
-        gangs' requests go on (a member gone, a template the API server refuses)."""
+        gangs' requests go on (a member gone, a template the API server refuses). Returns the
+        failure's message (None: done)."""
         try:
             await work
         except ApiError as err:
             log.warning("ProvisioningRequest not written", extra={"gang": str(gang), "error": str(err)})
+            return err.message
+        return None
 
     async def _delete(self, request: ProvisioningRequestState) -> None:
         key = (request.namespace, request.name)
@@ -209,14 +237,43 @@ class Provisioner:
         except ApiError as err:
             if not err.not_found:
                 raise
-        for template in self._template_names.pop(key, []):
+        templates = self._template_names.pop(key, [])
+        self._requests.pop(key, None)
+        await self._delete_templates(request.namespace, templates)
+        log.info("ProvisioningRequest deleted", extra={"gang": str(request.gang), "request": request.name})
+
+    async def _delete_templates(self, namespace: str, names: Collection[str]) -> None:
+        """Delete them all; one whose delete fails is kept to be deleted again next pass, and the
+        first failure is raised once every other was tried."""
+        first: ApiError | None = None
+        for name in names:
             try:
-                await self.kube.delete(r.POD_TEMPLATES, request.namespace, template)
+                await self.kube.delete(r.POD_TEMPLATES, namespace, name)
             except ApiError as err:
                 if not err.not_found:
-                    raise
-        self._requests.pop(key, None)
-        log.info("ProvisioningRequest deleted", extra={"gang": str(request.gang), "request": request.name})
+                    self._leftover_templates.add((namespace, name))
+                    first = first or err
+                    continue
+            self._leftover_templates.discard((namespace, name))
+        if first is not None:
+            raise first
+
+    async def _delete_leftover_templates(self) -> None:
+        for namespace, name in sorted(self._leftover_templates):
+            try:
+                await self._delete_templates(namespace, [name])
+            except ApiError as err:
+                log.warning(
+                    "PodTemplate not deleted", extra={"template": f"{namespace}/{name}", "error": str(err)}
+                )
+
+    async def _discard_half_made(self, namespace: str, templates: Collection[str]) -> None:
+        """The templates of a request that could not be created (no request names them, so only
+        the PodGroup's deletion would take them otherwise)."""
+        try:
+            await self._delete_templates(namespace, templates)
+        except ApiError as err:
+            log.warning("PodTemplates of an uncreated request not deleted yet", extra={"error": str(err)})
 
     async def _create(self, new: NewRequest, view: GangView) -> None:
         pg = view.podgroup
@@ -228,11 +285,41 @@ class Provisioner:
             "uid": pg.uid,
             "controller": True,
         }
+        if len(new.shapes) > MAX_POD_SETS:  # the API server would refuse it on every pass
+            raise ApiError(422, "Invalid", msg.too_many_pod_sets(len(new.shapes), MAX_POD_SETS))
         labels = {constants.POD_GROUP_LABEL: new.gang.name}
+        made: list[str] = []
+        try:
+            created = await self._create_request(new, labels, owner, made)
+        except ApiError:
+            await self._discard_half_made(namespace, made)
+            raise
+        if created:
+            self.metrics.provisioning.labels(outcome="requested").inc()
+            await self.events.emit(
+                pg,
+                EventReason.PROVISIONING_REQUESTED,
+                msg.provisioning_requested(new.name, new.class_name),
+                dedupe=new.name,
+            )
+            log.info("ProvisioningRequest created", extra={"gang": str(new.gang), "request": new.name})
+        key = (namespace, new.name)
+        self._template_names[key] = made
+        self._requests[key] = ProvisioningRequestState(
+            namespace, new.name, new.gang, new.class_name, new.signature, new.attempt, self.clock()
+        )
+
+    async def _create_request(
+        self, new: NewRequest, labels: dict[str, str], owner: dict[str, Any], made: list[str]
+    ) -> bool:
+        """Its PodTemplates (each name added to ``made`` once it exists), then the request; False
+        if the request existed already."""
+        namespace = new.gang.namespace
         templates: list[dict[str, Any]] = []
         for index, shape in enumerate(new.shapes):
             pod = await self.kube.get(r.PODS, namespace, shape.example)
             name = f"{new.name}-{index}"
+            self._leftover_templates.discard((namespace, name))  # in use again
             body = {
                 "apiVersion": "v1",
                 "kind": "PodTemplate",
@@ -245,6 +332,7 @@ class Provisioner:
                 "template": pod_template_spec(pod),
             }
             await self._create_once(r.POD_TEMPLATES, namespace, body)
+            made.append(name)
             templates.append({"podTemplateRef": {"name": name}, "count": shape.count})
         request = {
             "apiVersion": r.PROVISIONING_REQUESTS.api_version,
@@ -261,21 +349,7 @@ class Provisioner:
             },
             "spec": {"provisioningClassName": new.class_name, "podSets": templates},
         }
-        created = await self._create_once(r.PROVISIONING_REQUESTS, namespace, request)
-        if created:
-            self.metrics.provisioning.labels(outcome="requested").inc()
-            await self.events.emit(
-                pg,
-                EventReason.PROVISIONING_REQUESTED,
-                msg.provisioning_requested(new.name, new.class_name),
-                dedupe=new.name,
-            )
-            log.info("ProvisioningRequest created", extra={"gang": str(new.gang), "request": new.name})
-        key = (namespace, new.name)
-        self._template_names[key] = [f"{new.name}-{index}" for index in range(len(templates))]
-        self._requests[key] = ProvisioningRequestState(
-            namespace, new.name, new.gang, new.class_name, new.signature, new.attempt, self.clock()
-        )
+        return await self._create_once(r.PROVISIONING_REQUESTS, namespace, request)
 
     async def _create_once(self, rt: r.ResourceType, namespace: str, body: Mapping[str, Any]) -> bool:
         """Create it; False if it exists already (its name is the gang's and the shapes' own) and is

@@ -57,7 +57,7 @@ from controller.pipeline.gangs import GangView
 from controller.pipeline.gcpause import cyclic_gc_paused
 from controller.pipeline.metrics import ControllerMetrics, queue_label
 from controller.pipeline.podgroups import PodGroupFactory, Sizing, waiting_message
-from controller.pipeline.provisioning import Provisioner, consume_annotations
+from controller.pipeline.provisioning import NOT_CREATED, Provisioner, consume_annotations
 from controller.pipeline.queue_status import QueueStatusWriter
 from controller.pipeline.workqueue import WorkQueue
 from shared.podgroup import Phase, PodGroupStatus
@@ -225,21 +225,39 @@ class Reconciler:
         except ApiError as err:
             log.warning("ProvisioningRequests not written", extra={"error": str(err)})
             failed.add(REPLAN)
-        # The autoscaler answers on the requests, which are not watched: look again while any is out.
-        for key in provisioning.gangs:
-            self.queue.add_after(key, self.provisioner.refresh_seconds)
+        # The autoscaler answers on the requests, which are not watched: look again soon while one
+        # is unanswered or being consumed; slowly while the autoscaler retries by itself
+        # (CapacityNotFound), a failed one awaits its backoff (recheck_in), or it was not created.
+        for key, state in provisioning.gangs.items():
+            view = views.get(key)
+            consuming = not isinstance(decisions.get(key), Wait) or (
+                view is not None and bool(view.gang.admitted)
+            )
+            soon = key not in self.provisioner.not_created and (state.phase in UNANSWERED or consuming)
+            self.queue.add_after(
+                key, self.provisioner.refresh_seconds if soon else self.provisioner.slow_refresh_seconds
+            )
         if provisioning.recheck_in is not None:
             self.queue.add_after(REPLAN, provisioning.recheck_in)
 
     def _autoscaler_notes(
         self, decisions: dict[GangKey, Decision], provisioning: ProvisioningPlan | None
     ) -> dict[GangKey, AutoscalerNote]:
-        """Each gang's CapacityRequested condition: its request, or (requests off) that a gang
-        waiting for capacity is invisible to a cluster-autoscaler."""
+        """Each gang's CapacityRequested condition: its request, why its request could not be
+        created, or (requests off) that a gang waiting for capacity is invisible to a
+        cluster-autoscaler."""
         enabled = self.provisioner is not None
         keys = set(decisions) | set(provisioning.gangs if provisioning is not None else ())
+        carried_out = self.provisioner is not None and provisioning is not None
+        not_created = self.provisioner.not_created if self.provisioner is not None and carried_out else {}
         notes = {}
         for key in keys:
+            unmade = not_created.get(key)
+            if unmade is not None:  # planned, but the autoscaler was not asked: say why
+                notes[key] = AutoscalerNote(
+                    False, NOT_CREATED, msg.provisioning_not_created(unmade.request, unmade.why)
+                )
+                continue
             state = provisioning.gangs.get(key) if provisioning is not None else None
             note = autoscaler_note(decisions.get(key), state, enabled)
             if note is not None:
@@ -254,7 +272,7 @@ class Reconciler:
         out = dict(decisions)
         for key, note in notes.items():
             decision = decisions.get(key)
-            if note.requested and isinstance(decision, Wait):
+            if (note.requested or note.reason == NOT_CREATED) and isinstance(decision, Wait):
                 out[key] = dataclasses.replace(
                     decision, message=msg.with_provisioning(decision.message, note.message)
                 )

@@ -143,9 +143,12 @@ class Harness(Wired):
         timeout_action: Literal["report", "release"] = "report",
         degraded_timeout: float = 300.0,
         provisioning_requests: Literal["off", "best-effort-atomic", "check-capacity"] = "off",
+        restart_of: Harness | None = None,
     ) -> None:
-        self.clock = FakeClock()
-        self.kube = FakeKube(self.clock)
+        """``restart_of``: a controller started afresh on that harness's API server and clock (its
+        store, queue, metrics and memory start empty, as after a restart or a failover)."""
+        self.clock = restart_of.clock if restart_of is not None else FakeClock()
+        self.kube = restart_of.kube if restart_of is not None else FakeKube(self.clock)
         settings = ControllerSettings(
             identity="test",
             bind_timeout_seconds=bind_timeout,

@@ -4,14 +4,17 @@ server, playing the cluster-autoscaler's part by hand."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Hashable
 from typing import Any
 
 from controller.api import resources as r
+from controller.api.kube import ApiError
 from controller.core import ProvisioningConfig
 from controller.pipeline.status import iso
 from shared import constants as c
 
-from .harness import NS, Harness, bind, gang, gates_of, namespace, node
+from .harness import KEY, NS, Harness, bind, gang, gates_of, namespace, node, pod
 
 GPUS = c.GPU_RESOURCE
 
@@ -60,7 +63,8 @@ async def test_without_the_opt_in_a_gang_waiting_for_capacity_says_the_autoscale
     await h.step()
     said = condition(h.pg(), "CapacityRequested")
     assert said["status"] == "False" and said["reason"] == "ProvisioningRequestsOff"
-    assert "cannot see gated pods" in said["message"] and "--provisioning-requests" in said["message"]
+    assert "cannot see gated pods" in said["message"]
+    assert "--provisioning-requests best-effort-atomic" in said["message"] and "Karpenter" in said["message"]
     assert requests(h) == []
 
 
@@ -259,6 +263,14 @@ async def test_a_squatted_template_name_stops_that_gang_s_request_only() -> None
     assert [n for n in names if n.startswith("other")] and not [n for n in names if n.startswith("g-")], names
     squatted = h2.kube.obj(r.POD_TEMPLATES, NS, template)
     assert squatted is not None and "template" not in squatted  # not taken for Phalanx's, not changed
+    # Its PodGroup says the request was not made, and why, not that the autoscaler was asked.
+    pg = h2.pg()
+    said = condition(pg, "CapacityRequested")
+    assert said["status"] == "False" and said["reason"] == "ProvisioningRequestNotCreated", said
+    assert "not controlled by the gang's PodGroup" in said["message"]
+    assert pg is not None and "asked the cluster-autoscaler" not in pg["status"]["message"]
+    assert "could not create ProvisioningRequest" in pg["status"]["message"]
+    assert condition(h2.pg("other"), "CapacityRequested")["reason"] == "Requested"
 
 
 async def test_a_member_that_consumes_its_own_request_keeps_it_and_starts_with_the_rest() -> None:
@@ -280,3 +292,192 @@ async def test_a_member_that_consumes_its_own_request_keeps_it_and_starts_with_t
     assert c.PROVISIONING_CLASS_ANNOTATION not in annotations
     [patch] = [w for w in h.writes_since(mark) if w.name == "g-0" and w.verb == "patch"]
     assert "metadata" not in patch.body, patch.body
+
+
+def templates(h: Harness) -> list[str]:
+    return sorted(x["metadata"]["name"] for x in h.kube.items(r.POD_TEMPLATES))
+
+
+def two_shapes() -> list[dict[str, Any]]:
+    """A gang of two member shapes (4 GPUs and 2 GPUs) that does not fit on 2 nodes × 4 GPUs."""
+    return [*gang(2, gpus=4, min_member=3), pod("g-2", gpus=2, min_member=3)]
+
+
+async def test_a_gang_with_more_member_shapes_than_a_request_holds_writes_nothing_and_says_why() -> None:
+    """The CRD allows 32 pod sets: a request with more would be refused on every pass."""
+    h = Harness(provisioning_requests="best-effort-atomic")
+    h.cluster(nodes=2, gpus=4)
+    members = gang(33, gpus=1)  # 33 GPUs on 8, each member a shape of its own (its CPU request)
+    for i, member in enumerate(members):
+        member["spec"]["containers"][0]["resources"]["requests"] = {"cpu": f"{100 + i}m"}
+    h.kube.seed(r.PODS, *members)
+    await h.step()
+
+    assert requests(h) == [] and templates(h) == []
+    assert h.kube.writes_to(r.POD_TEMPLATES, "create") == []
+    said = condition(h.pg(), "CapacityRequested")
+    assert said["status"] == "False" and said["reason"] == "ProvisioningRequestNotCreated"
+    assert "33 shapes" in said["message"] and "at most 32" in said["message"], said
+
+
+async def test_a_request_the_api_server_refuses_leaves_no_template_behind_and_is_asked_again() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *two_shapes())
+    refused = ApiError(422, "Invalid", "spec.podSets: Invalid value")
+    h.kube.fail("create", refused, rt=r.PROVISIONING_REQUESTS)
+    await h.step()
+
+    assert requests(h) == []
+    assert len(h.kube.writes_to(r.POD_TEMPLATES, "create")) == 2  # both were made ...
+    assert templates(h) == []  # ... and deleted with the request they were for
+    said = condition(h.pg(), "CapacityRequested")
+    assert said["reason"] == "ProvisioningRequestNotCreated" and "spec.podSets" in said["message"]
+
+    h.clock.advance(31)
+    await h.step()
+    [request] = requests(h)
+    assert templates(h) == sorted(s["podTemplateRef"]["name"] for s in request["spec"]["podSets"])
+    assert condition(h.pg(), "CapacityRequested")["reason"] == "Requested"
+
+
+async def test_a_template_delete_that_fails_does_not_leave_the_other_templates_behind() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *two_shapes())
+    await h.step()
+    [request] = requests(h)
+    name = request["metadata"]["name"]
+    assert templates(h) == [f"{name}-0", f"{name}-1"]
+    h.kube.fail("delete", rt=r.POD_TEMPLATES, name=f"{name}-0")
+
+    # Failed and due again: the request and its templates are replaced by the next attempt's.
+    await answer(h, Failed=("True", "FailedToBookCapacity"))
+    h.clock.advance(60)
+    await h.step()
+    [second] = requests(h)
+    assert second["metadata"]["name"] != name
+    assert f"{name}-1" not in templates(h)  # tried although its sibling's delete failed
+    assert f"{name}-0" in templates(h)
+    h.clock.advance(3)
+    await h.step()
+    assert not [t for t in templates(h) if t.startswith(f"{name}-")]  # deleted on the next pass
+
+
+async def due(h: Harness) -> set[Hashable]:
+    """The keys the work queue hands out now (its timers read the harness's clock)."""
+    try:
+        return await asyncio.wait_for(h.queue.get_batch(), 0.05)
+    except TimeoutError:
+        return set()
+
+
+async def test_a_gang_is_looked_at_often_only_while_its_request_is_unanswered() -> None:
+    """CapacityNotFound is the autoscaler's to retry (for days): no planning pass every 2 s."""
+    h = asking()
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    await due(h)  # what the pass's own writes queued
+    h.clock.advance(2.5)
+    assert KEY in await due(h)  # Requested: looked at again after refresh_seconds
+
+    await answer(h, Accepted=ACCEPTED, Provisioned=("False", "CapacityIsNotFound"))
+    await h.step()
+    assert condition(h.pg(), "CapacityRequested")["reason"] == "CapacityNotFound"
+    await due(h)
+    h.clock.advance(2.5)
+    assert KEY not in await due(h)
+    h.clock.advance(30)
+    assert KEY in await due(h)
+
+
+def sample(h: Harness, name: str, **labels: str) -> float:
+    return h.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_the_provisioning_metrics_count_each_outcome_and_time_the_provisioning() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *gang(3, gpus=4), *gang(3, group="other", gpus=4))
+    await h.step()
+    total = "phalanx_provisioning_requests_total"
+    assert sample(h, total, outcome="requested") == 2
+    h.clock.advance(3)
+    await h.step()
+    assert sample(h, total, outcome="requested") == 2  # not counted again while it stands
+
+    mine = next(x["metadata"]["name"] for x in requests(h) if x["metadata"]["name"].startswith("g-"))
+    theirs = next(x["metadata"]["name"] for x in requests(h) if x["metadata"]["name"] != mine)
+    await answer(h, theirs, Failed=("True", "FailedToBookCapacity"))
+    h.clock.advance(3)
+    await h.step()
+    assert sample(h, total, outcome="failed") == 1
+    h.clock.advance(45)  # the failed one's backoff (30 s) is over: asked again, counted again
+    await h.step()
+    assert sample(h, total, outcome="requested") == 3
+    assert sample(h, total, outcome="failed") == 1
+
+    h.clock.advance(2)  # provisioned 53 s after it was made
+    await answer(h, mine, Accepted=ACCEPTED, Provisioned=PROVISIONED)
+    h.clock.advance(3)
+    await h.step()
+    assert sample(h, total, outcome="provisioned") == 1
+    assert sample(h, "phalanx_provisioning_seconds_count") == 1
+    assert sample(h, "phalanx_provisioning_seconds_sum") == 53.0
+    h.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))
+    h.clock.advance(3)
+    await h.step()  # admitted on the new nodes: no second count
+    assert not gates_of(h.pod("g-0"))
+    assert sample(h, total, outcome="provisioned") == 1 and sample(h, total, outcome="failed") == 1
+    assert sample(h, "phalanx_provisioning_seconds_count") == 1
+
+
+async def test_a_restarted_controller_adopts_the_request_it_finds_and_makes_no_second_one() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *gang(3, gpus=4))
+    await h.step()
+    [request] = requests(h)
+    await answer(h, Accepted=ACCEPTED, Provisioned=PROVISIONED)
+
+    restarted = Harness(provisioning_requests="best-effort-atomic", restart_of=h)
+    mark = restarted.mark()
+    await restarted.step()  # the nodes are not there yet: the gang waits on its booking
+    assert [x["metadata"]["name"] for x in requests(restarted)] == [request["metadata"]["name"]]
+    assert (
+        restarted.kube.writes_to(r.PROVISIONING_REQUESTS, "create")
+        == h.kube.writes_to(r.PROVISIONING_REQUESTS, "create")[:1]
+    )
+    assert not [w for w in restarted.writes_since(mark) if w.rt in (r.PROVISIONING_REQUESTS, r.POD_TEMPLATES)]
+    assert condition(restarted.pg(), "CapacityRequested")["reason"] == "Provisioned"
+    assert sample(restarted, "phalanx_provisioning_requests_total", outcome="requested") == 0
+
+    restarted.kube.seed(r.NODES, node("new-0", 8), node("new-1", 8))
+    restarted.clock.advance(3)
+    await restarted.step()
+    started = restarted.pod("g-0")
+    assert started is not None and not gates_of(started)
+    consumed = started["metadata"]["annotations"][c.CONSUME_PROVISIONING_REQUEST_ANNOTATION]
+    assert consumed == request["metadata"]["name"]
+
+
+async def test_a_crash_between_templates_and_request_ends_with_one_request_and_no_stray_template() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *two_shapes())
+    await h.step()
+    [request] = requests(h)
+    made = templates(h)
+    # As if the controller had died after the templates: the request was never created.
+    h.kube.remove(r.PROVISIONING_REQUESTS, NS, request["metadata"]["name"])
+
+    restarted = Harness(provisioning_requests="best-effort-atomic", restart_of=h)
+    await restarted.step()
+    [again] = requests(restarted)
+    assert again["metadata"]["name"] == request["metadata"]["name"]
+    assert (
+        templates(restarted) == made == sorted(s["podTemplateRef"]["name"] for s in again["spec"]["podSets"])
+    )
+
+    # Once the gang is gone, so is everything it asked with.
+    for member in ("g-0", "g-1", "g-2"):
+        restarted.kube.remove(r.PODS, NS, member)
+    restarted.clock.advance(3)
+    await restarted.step()
+    await restarted.step()
+    assert requests(restarted) == [] and templates(restarted) == []

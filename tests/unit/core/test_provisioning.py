@@ -271,3 +271,11 @@ def test_a_gang_awaiting_its_answer_takes_old_room_but_not_nodes_registered_sinc
     freed = Node("old-0", {GPU: 8, "pods": 110}, created=asked - 3600)  # room that freed meanwhile
     taken = plan(Snapshot((made, freed), single.members, (single,), NOW)).for_gang(KEY)
     assert isinstance(taken, Admit) and set(taken.booked.values()) == {"old-0"}
+
+
+def test_a_gang_whose_members_are_all_gone_deletes_its_request_while_it_waits_for_them() -> None:
+    g = gang()
+    provisioned = request(g, RequestCondition("Provisioned", True, "CapacityIsProvisioned", "", NOW - 5))
+    empty = replace(g, members=())
+    result = decide_provisioning([empty], waits(Reason.WAITING_FOR_MEMBERS), [provisioned], ON, NOW)
+    assert result.delete == (provisioned,)
