@@ -318,7 +318,8 @@ class Reason(StrEnum):
     FOREIGN_GATES = "ForeignGates"  # another system's scheduling gate is still on a member
     WAITING_FOR_PARENT = "WaitingForSiblings"  # a child of a parentPodGroup waits for its siblings
     RESERVED = "Reserved"  # holds a starvation reservation
-    BLOCKED_BY_RESERVATION = "BlockedByReservation"  # would fit, but in room reserved for a starving gang
+    # would fit, but in room reserved for a starving gang or provisioned for a booked one
+    BLOCKED_BY_RESERVATION = "BlockedByReservation"
     PREEMPTING = "Preempting"  # lower-priority gangs are being evicted to make room
     SCHEDULING_TIMEOUT = "SchedulingTimeout"  # not admitted within its schedule timeout
     DEVICES_UNPROVEN = "DevicesUnproven"  # a member's DRA claims ask what Phalanx cannot prove fits
