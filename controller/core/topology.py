@@ -27,14 +27,15 @@ levels: 1 NVLink domain, 2 rack, 3 block, 4 zone). ``resolve_tiers`` turns it in
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core import messages as msg
 from controller.core.capacity import Capacity
-from controller.core.config import PlannerConfig, narrowest_first
+from controller.core.config import HOSTNAME_LABEL, PlannerConfig, narrowest_first
 from controller.core.model import Gang, GangTopology, Pod
-from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
+from controller.core.placement import Assignment, Domain, DomainFit, Items, Within, domain_order, fill
 from controller.core.shapes import Shape, member_kind
 from shared import constants
 
@@ -71,6 +72,8 @@ def slices_of(gang: Gang, members: Sequence[Pod]) -> Slices | None:
             counts[name] = counts.get(name, 0) + 1
         parts = tuple((levels.get(name), counts[name]) for name in sorted(counts))
         return Slices(parts) if any(key is not None for key, _ in parts) else None
+    if request.slice_key == HOSTNAME_LABEL and request.slice_size == 1:
+        return None  # one pod is always on one node: no slicing, only the gang's own request
     if request.slice_key and request.slice_size > 0:
         size, n = request.slice_size, len(members)
         parts = ((request.slice_key, size),) * (n // size) if n % size == 0 else ()
@@ -213,8 +216,17 @@ def place_sliced(
     for home in outer:
         mark = capacity.mark()
         placed: list[Assignment | None] = [None] * len(parts)
+        # One order of the slice level's domains per (level, size), kept up to date slice by
+        # slice: the cost stays near one sort per outer domain, however many slices there are.
+        orders: dict[tuple[int, int], _SliceOrder] = {}
         for k in order:
-            placed[k] = _place_slice(capacity, shape, parts[k][1], levels[k], home)
+            level, size = levels[k], parts[k][1]
+            if level is None:
+                placed[k] = _place_anywhere(capacity, shape, size, home)
+            else:
+                if (level, size) not in orders:
+                    orders[level, size] = _SliceOrder(capacity, shape, size, level, home)
+                placed[k] = orders[level, size].place()
             if placed[k] is None:
                 capacity.rollback(mark)
                 break
@@ -235,24 +247,45 @@ def _outer_domains(capacity: Capacity, items: Items, within: Within | None) -> l
     return [(level, d) for d in domain_order(capacity, level, items)]
 
 
-def _place_slice(
-    capacity: Capacity, shape: Shape, size: int, level: int | None, home: Domain | None
-) -> Assignment | None:
-    """One slice inside one domain of ``level`` (and of ``home``), best fit first; booked. A slice
-    of no level goes anywhere inside ``home``."""
-    if level is None:
-        nodes = capacity.dom_members[home[0]][home[1]] if home is not None else None
-        out, placed = fill(capacity, shape, size, nodes)
-        return out if placed == size else None
-    for d in domain_order(capacity, level, [(shape, size)]):
-        nodes = capacity.dom_members[level][d]
-        if home is not None:
-            home_of = capacity.dom_of[home[0]]
-            nodes = [i for i in nodes if home_of[i] == home[1]]
-        out, placed = fill(capacity, shape, size, nodes)
-        if placed == size:
-            return out
-    return None
+def _place_anywhere(capacity: Capacity, shape: Shape, size: int, home: Domain | None) -> Assignment | None:
+    """A piece held to no level: anywhere inside ``home``; booked."""
+    nodes = capacity.dom_members[home[0]][home[1]] if home is not None else None
+    out, placed = fill(capacity, shape, size, nodes)
+    return out if placed == size else None
+
+
+class _SliceOrder:
+    """The domains of one level (their nodes inside ``home``) that could hold a slice of ``size``
+    pods of ``shape``, best fit first as ``domain_order`` ranks them. Booking a slice re-ranks only
+    the domain it went to; a domain that failed a slice is dropped, since room only shrinks while
+    one gang is placed."""
+
+    def __init__(self, capacity: Capacity, shape: Shape, size: int, level: int, home: Domain | None) -> None:
+        self.capacity, self.shape, self.size = capacity, shape, size
+        self.key_of = DomainFit(capacity, level, [(shape, size)]).key
+        self.nodes: Mapping[int, Sequence[int]]
+        if home is None:
+            self.nodes = dict(enumerate(capacity.dom_members[level]))
+        else:  # the slice level's domains met inside home, with their nodes there
+            dom_of = capacity.dom_of[level]
+            inside: dict[int, list[int]] = {}
+            for i in capacity.dom_members[home[0]][home[1]]:
+                if dom_of[i] >= 0:
+                    inside.setdefault(dom_of[i], []).append(i)
+            self.nodes = inside
+        self.ranked = sorted(fit for d in self.nodes if (fit := self.key_of(d)) is not None)
+
+    def place(self) -> Assignment | None:
+        """One slice inside the best domain that holds it; booked."""
+        while self.ranked:
+            d = self.ranked.pop(0)[2]
+            out, placed = fill(self.capacity, self.shape, self.size, self.nodes[d])
+            if placed == self.size:
+                fit = self.key_of(d)
+                if fit is not None:
+                    insort(self.ranked, fit)
+                return out
+        return None
 
 
 def held_in(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from controller.core import PlannerConfig, plan
-from controller.core.config import BLOCK_LABEL, NVLINK_LABEL, RACK_LABEL
+from controller.core.config import BLOCK_LABEL, HOSTNAME_LABEL, NVLINK_LABEL, RACK_LABEL
 from controller.core.model import Admit, GangKey, Reason, Reject, Wait
 from controller.core.topology import held_in
 
@@ -184,6 +184,17 @@ def test_a_slice_no_domain_could_ever_hold_is_unschedulable() -> None:
     d = decide(fleet(), g)
     assert isinstance(d, Wait) and d.reason == Reason.UNSCHEDULABLE, d
     assert "no nvidia.com/gpu.clique domain could ever hold them" in d.message
+
+
+def test_slices_of_one_pod_on_the_hostname_are_no_slicing() -> None:
+    """One pod is always on one node: such slices add nothing, and the gang is placed by its own
+    request alone (inside one rack here), not refused for a level or cut into 16 pieces."""
+    g = gang("g").min(4).gated_members(4, gpus=4).requires(RACK_LABEL)
+    d = decide(fleet(), g.topology(slice_key=HOSTNAME_LABEL, slice_size=1), half_full())
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert "slice" not in d.message, d.message
+    d = decide(fleet(), g.topology(slice_key=HOSTNAME_LABEL, slice_size=1))
+    assert len(labels_of(d, RACK_LABEL)) == 1
 
 
 # ---- Volcano's networkTopology: tier N is the N-th level, narrowest first -------------------------
