@@ -48,8 +48,11 @@ HALF_BUSY = [busy("a2", 4), busy("b2", 4)]
 
 
 def test_the_gang_lands_inside_one_rack() -> None:
-    decision = decide(RACKS, [gang("g").min(3).gated_members(3, gpus=4).requires(RACK)], HALF_BUSY)
-    assert racks_of(decision, RACKS) == {"r1"}  # the racks are alike: the first by name
+    # Free: a1 7, a2 5 (r1: one pod of 4 each), b1 0, b2 4. Best fit across the cluster takes a1
+    # (the most room) and then b2 (the least room that fits): two racks. Only r1 holds both.
+    pods = [busy("a1", 1), busy("a2", 3), busy("b1", 8), busy("b2", 4)]
+    decision = decide(RACKS, [gang("g").min(2).gated_members(2, gpus=4).requires(RACK)], pods)
+    assert racks_of(decision, RACKS) == {"r1"}
 
 
 def test_it_waits_when_only_the_cluster_has_room_and_says_so() -> None:

@@ -57,37 +57,50 @@ def half_full() -> list[PodLike]:
     return [busy(f"n{k:02d}", 5 if k % 4 < 2 else 4) for k in range(16)]
 
 
+def room(free: dict[int, int]) -> list[PodLike]:
+    """Busy pods leaving node k ``free[k]`` GPUs (none where not given)."""
+    return [busy(f"n{k:02d}", 8 - free.get(k, 0)) for k in range(16) if free.get(k, 0) < 8]
+
+
 def test_a_preferred_rack_that_no_rack_can_hold_lands_inside_one_block() -> None:
+    # Room for one pod of 4 on n02, n03, n06, n07 (block b0: two in each of its racks) and for two
+    # on n08 (block b1). Best fit across the cluster starts on n08, the node that takes the most,
+    # and spans both blocks; no rack holds 4 pods, block b0 does.
     g = gang("g").min(4).gated_members(4, gpus=4).topology(preferred=RACK_LABEL)
-    d = decide(fleet(), g, half_full())
-    assert len(labels_of(d, BLOCK_LABEL)) == 1
+    d = decide(fleet(), g, room({2: 4, 3: 4, 6: 4, 7: 4, 8: 8}))
+    assert labels_of(d, BLOCK_LABEL) == Counter({"b0": 4})
     assert len(labels_of(d, RACK_LABEL)) > 1
 
 
 def test_a_preferred_rack_is_used_when_one_fits() -> None:
+    # Rack r0 holds 4 pods of 4 (n01 two, n02 and n03 one each); r1 two (n04, n05 with 6 free).
+    # Best fit across the cluster takes n01, then the fuller n04 before n02: two racks.
     g = gang("g").min(4).gated_members(4, gpus=4).topology(preferred=RACK_LABEL)
-    d = decide(fleet(), g, [busy(f"n{k:02d}", 8) for k in range(0, 16, 2)])  # 4 free nodes' worth per rack
-    assert len(labels_of(d, RACK_LABEL)) == 1
+    d = decide(fleet(), g, room({1: 8, 2: 4, 3: 4, 4: 6, 5: 6}))
+    assert labels_of(d, RACK_LABEL) == Counter({"r0": 4})
 
 
 def test_without_a_request_the_narrowest_level_that_fits_is_used() -> None:
-    # 2 pods × 8 GPUs: one NVLink domain of two empty nodes holds them.
-    d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8))
-    assert len(labels_of(d, NVLINK_LABEL)) == 1
+    # 2 pods × 8 GPUs; empty nodes: n00 (c0), n02 (c1), n04 and n05 (c2). Best fit across the
+    # cluster takes the first two, in two NVLink domains; only c2 holds both.
+    d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8), room({0: 8, 2: 8, 4: 8, 5: 8}))
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c2": 2})
 
 
 def test_best_fit_takes_the_tightest_domain_and_keeps_whole_ones_free() -> None:
-    # Rack r0 has 8 GPUs free (one empty node + partly used ones), every other rack is empty: a gang
-    # of 2 × 4 GPUs goes to r0, leaving the empty racks whole for big gangs.
-    pods = [busy("n00", 8), busy("n01", 8), busy("n02", 8)]
+    # Rack r3 has 8 GPUs free (n15 empty, the rest of it full), every other rack is empty: a gang
+    # of 2 × 4 GPUs goes to r3, leaving the empty racks whole for big gangs (best fit across the
+    # cluster would take the first empty node, n00 in r0).
+    pods = [busy("n12", 8), busy("n13", 8), busy("n14", 8)]
     g = gang("g").min(2).gated_members(2, gpus=4).topology(preferred=RACK_LABEL)
     d = decide(fleet(), g, pods)
-    assert labels_of(d, RACK_LABEL) == Counter({"r0": 2})
+    assert labels_of(d, RACK_LABEL) == Counter({"r3": 2})
 
 
 def test_each_slice_lands_inside_one_nvlink_domain() -> None:
-    # 4 slices of 4 pods × 2 GPUs: one slice is one NVLink domain's worth (16 GPUs) only if packed.
-    pods = [busy("n00", 2), busy("n03", 2)]  # two domains lose 2 GPUs: a slice can no longer fill them
+    # 4 slices of 4 pods × 2 GPUs; every node has 6 GPUs free (3 pods), every NVLink domain 6 pods:
+    # one slice each. Packed without slices, members 4-7 would span n01 (c0) and n02 (c1).
+    pods = [busy(f"n{k:02d}", 2) for k in range(16)]
     g = gang("g").min(16).gated_members(16, gpus=2).topology(slice_key=NVLINK_LABEL, slice_size=4)
     d = decide(fleet(), g, pods)
     per_domain = labels_of(d, NVLINK_LABEL)
