@@ -115,16 +115,19 @@ def test_each_slice_lands_inside_one_nvlink_domain() -> None:
 
 
 def test_slices_inside_a_required_block() -> None:
+    # Block b0 has n00-n03 with 6 GPUs free (3 pods of 2 each: 6 per NVLink domain), block b1 only
+    # n08, empty (4 pods). Packed without slices inside b0, the second slice would span c0 and c1;
+    # across the cluster, the gang would start on n08 and span both blocks.
     g = (
         gang("g")
         .min(8)
-        .gated_members(8, gpus=4)
+        .gated_members(8, gpus=2)
         .requires(BLOCK_LABEL)
         .topology(slice_key=NVLINK_LABEL, slice_size=4)
     )
-    d = decide(fleet(), g)
-    assert len(labels_of(d, BLOCK_LABEL)) == 1
-    assert all(count == 4 for count in labels_of(d, NVLINK_LABEL).values())
+    d = decide(fleet(), g, room({0: 6, 1: 6, 2: 6, 3: 6, 8: 8}))
+    assert labels_of(d, BLOCK_LABEL) == Counter({"b0": 8})
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c0": 4, "c1": 4})
 
 
 def test_slices_that_do_not_fit_wait_and_say_how_many_do() -> None:
@@ -171,9 +174,11 @@ def test_an_unknown_topology_is_invalid_and_a_named_one_gives_its_levels() -> No
     config = PlannerConfig(
         starvation_age_seconds=None, topologies=(("default", (NVLINK_LABEL,)), ("racks", (RACK_LABEL,)))
     )
-    pods = [busy("n00", 4), busy("n02", 4)]  # c0, c1 hold 12 each; rack r0 holds 24
+    # Empty nodes: n00 (r0), n04 and n07 (r1), each in an NVLink domain of its own. Only rack r1
+    # holds both pods; best fit across the cluster would take n00 and n04.
+    pods = room({0: 8, 4: 8, 7: 8})
     d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8).topology(name="racks"), pods, config)
-    assert len(labels_of(d, RACK_LABEL)) == 1
+    assert labels_of(d, RACK_LABEL) == Counter({"r1": 2})
 
 
 def test_conflicting_sources_are_invalid() -> None:
