@@ -538,6 +538,9 @@ class PlanningPass:
             placement[pod.uid] = None if free or pod.unmodelled else names[i]
             if pod.unmodelled:
                 notes.append(msg.unmodelled_note(pod.name, pod.unmodelled))
+        unheeded = topology.preference_unheeded(self.capacity, gang)
+        if unheeded is not None:  # never spread silently: the PodGroup's message says so
+            text = f"{text}; {unheeded}"
         return Admit(gang.key, placement, text, tuple(notes), booked)
 
     def _counts(self, pods: Sequence[Pod], nodes: dict[str, int]) -> list[tuple[str, int]]:

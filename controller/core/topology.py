@@ -20,15 +20,16 @@ GPUs is taken (``placement.domain_order``): best fit, so the wholly free domains
 big gangs behind. ``invalid`` says why a request can never be met (the PodGroup's InvalidSpec).
 
 Volcano's ``networkTopology`` names a HyperNode tier, not a node label: tier 1 is the narrowest
-level of the gang's topology but the hostname, tier N the N-th counting outwards (the default
-levels: 1 NVLink domain, 2 rack, 3 block, 4 zone). ``resolve_tiers`` turns it into the required
-(mode hard) or preferred (soft) level before the pass plans the gang.
+level of the gang's topology but the hostname that some node carries, tier N the N-th counting
+outwards (the default levels, all labelled: 1 NVLink domain, 2 rack, 3 block, 4 zone).
+``resolve_tiers`` turns it into the required (mode hard) or preferred (soft) level before the pass
+plans the gang.
 """
 
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core import messages as msg
@@ -106,14 +107,28 @@ def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
     if preferred:
         if preferred in levels:
             return tuple(reversed(levels[: levels.index(preferred) + 1]))
-        return (preferred,)
+        # A label of its own, not a level of the topology: its domains, then the topology's levels
+        # as for a gang that prefers none (never straight to anywhere).
+        return (preferred, *(key for key in narrowest_first(levels) if key != preferred))
     return narrowest_first(levels)
 
 
-def resolve_tiers(gang: Gang, config: PlannerConfig) -> Gang:
+def preference_unheeded(capacity: Capacity, gang: Gang) -> str | None:
+    """What the admitted gang's message adds when its preferred level could not be followed: no
+    node carries that label (a typo, or a level this cluster lacks), so it was placed as if it
+    preferred none."""
+    preferred = gang.topology.preferred
+    if preferred and capacity.level_of(preferred) is None:
+        return msg.preferred_unlabelled(preferred)
+    return None
+
+
+def resolve_tiers(gang: Gang, config: PlannerConfig, carried: Callable[[str], bool] | None = None) -> Gang:
     """The gang with a Volcano tier turned into the level it names: required (mode hard) or
     preferred (soft); a tier its topology does not have, or one that disagrees with a level set
-    another way, is a conflict (InvalidSpec)."""
+    another way, is a conflict (InvalidSpec). Tiers count only the levels some node carries
+    (``carried``; default: all), as HyperNode tiers count only the tiers there are: tier 1 is the
+    narrowest level the cluster has."""
     request = gang.topology
     tier = request.required_tier or request.preferred_tier
     if not tier:
@@ -121,7 +136,7 @@ def resolve_tiers(gang: Gang, config: PlannerConfig) -> Gang:
     levels = config.levels(request.name)
     if levels is None:
         return gang  # an unknown topology: ``invalid`` says so
-    tiers = narrowest_first(levels)
+    tiers = tuple(key for key in narrowest_first(levels) if carried is None or carried(key))
     if not 0 < tier <= len(tiers):
         why = msg.tier_invalid(tier, request.name or config.topologies[0][0], tiers)
         return replace(gang, topology=_tiered(request, conflict=why))

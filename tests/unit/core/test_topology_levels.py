@@ -80,6 +80,26 @@ def test_a_preferred_rack_is_used_when_one_fits() -> None:
     assert labels_of(d, RACK_LABEL) == Counter({"r0": 4})
 
 
+def test_a_preferred_level_no_node_carries_is_said_when_the_gang_starts() -> None:
+    """A mistyped level must not spread the gang silently: it is placed as if it preferred none
+    (here inside one NVLink domain) and its message says why."""
+    g = gang("g").min(2).gated_members(2, gpus=8).topology(preferred="example.com/typo")
+    d = decide(fleet(), g, room({0: 8, 2: 8, 4: 8, 5: 8}))
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c2": 2})
+    assert isinstance(d, Admit) and d.message.endswith(
+        "; no node is labelled example.com/typo, the preferred level: placed as if none were preferred"
+    ), d.message
+
+
+def test_a_preferred_label_outside_the_topology_is_tried_then_the_topology_levels() -> None:
+    # Every node is a row of its own: no row holds 2 pods of 8 GPUs, NVLink domain c2 does.
+    rows = [n.label("example.com/row", f"row{k}") for k, n in enumerate(fleet())]
+    g = gang("g").min(2).gated_members(2, gpus=8).topology(preferred="example.com/row")
+    d = decide(rows, g, room({0: 8, 2: 8, 4: 8, 5: 8}))
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c2": 2})
+    assert isinstance(d, Admit) and "preferred" not in d.message, d
+
+
 def test_without_a_request_the_narrowest_level_that_fits_is_used() -> None:
     # 2 pods × 8 GPUs; empty nodes: n00 (c0), n02 (c1), n04 and n05 (c2). Best fit across the
     # cluster takes the first two, in two NVLink domains; only c2 holds both.
@@ -241,10 +261,29 @@ def test_a_soft_volcano_tier_is_a_preferred_level() -> None:
     assert len(labels_of(d, NVLINK_LABEL)) == 2
 
 
+def test_volcano_tiers_count_only_the_levels_nodes_carry() -> None:
+    """Without NVLink labels tier 1 is the rack, the narrowest level the cluster has (as Volcano's
+    tier 1 is its lowest HyperNode tier), not a level no node carries."""
+    unlabelled = [
+        node(f"n{k:02d}").gpus(8).label(BLOCK_LABEL, f"b{k // 8}").label(RACK_LABEL, f"r{k // 4}")
+        for k in range(16)
+    ]
+    g = gang("g").min(4).gated_members(4, gpus=4).topology(required_tier=1)
+    d = decide(unlabelled, g, room({2: 4, 3: 4, 6: 4, 7: 4, 8: 8}))  # no rack holds 4 pods of 4
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert f"inside one {RACK_LABEL} domain" in d.message
+    d = decide(unlabelled, g, room({8: 8, 9: 8}))  # rack r2 does
+    assert isinstance(d, Admit), d
+    assert Counter(str(n) for n in d.booked.values()) == Counter({"n08": 2, "n09": 2})
+
+
 def test_a_tier_beyond_the_topology_or_against_another_level_is_invalid() -> None:
     beyond = decide(fleet(), gang("g").min(2).gated_members(2, gpus=1).topology(required_tier=5))
     assert isinstance(beyond, Reject) and beyond.reason == Reason.INVALID_SPEC, beyond
-    assert "highestTierAllowed 5: topology default has 4 levels" in beyond.message
+    assert beyond.message == (
+        "Volcano networkTopology highestTierAllowed 5: the nodes carry 3 levels of topology default to "
+        f"count tiers in ({NVLINK_LABEL}, {RACK_LABEL}, {BLOCK_LABEL}, narrowest first)"
+    )
     against = gang("g").min(2).gated_members(2, gpus=1).requires(BLOCK_LABEL).topology(required_tier=2)
     d = decide(fleet(), against)
     assert isinstance(d, Reject) and d.message == (
