@@ -6,7 +6,7 @@ Each check returns a message for ``allowed: false``, or None when the value is f
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
 from shared import constants as c
@@ -71,6 +71,31 @@ def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
         if value is not None and not valid(value):
             return f"phalanx: annotation {key} on {where} must be {expected}, got {value[:64]!r}"
     return None
+
+
+def topology_ask(annotations: Mapping[str, str]) -> topology.TopologyAsk:
+    """What one template asks, Phalanx's and Kueue's words together (``check_topology`` has
+    refused them if they disagree)."""
+    ask, _ = topology.merge(
+        (
+            ("Phalanx", topology.from_annotations(annotations, topology.PHALANX_ANNOTATIONS)),
+            ("Kueue", topology.from_annotations(annotations, topology.KUEUE_ANNOTATIONS)),
+        )
+    )
+    return ask
+
+
+def check_templates_agree(asks: Sequence[tuple[str, topology.TopologyAsk]]) -> str | None:
+    """Templates of one gang (``where`` each) that ask for different topology: the controller
+    would have to pick one, so the workload is refused. A template that sets nothing agrees."""
+    _, conflict = topology.merge(asks)
+    if conflict is None:
+        return None
+    return (
+        f"phalanx: {conflict.first_from} asks for {topology.FIELD_WORDS[conflict.field]} "
+        f"{conflict.first!r} and {conflict.second_from} for {conflict.second!r}; the templates of one "
+        "gang must ask for the same topology"
+    )
 
 
 def check_topology(annotations: Mapping[str, str], size: int | None, where: str) -> str | None:

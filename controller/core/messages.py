@@ -245,6 +245,15 @@ SOURCE_PHALANX = "Phalanx"
 SOURCE_KUEUE = "Kueue annotations"
 SOURCE_KAI = "KAI topologyConstraint"
 SOURCE_VOLCANO = "Volcano networkTopology"
+# Phalanx's own places, told apart when they disagree among themselves.
+SOURCE_PODGROUP_SPEC = "PodGroup spec, or the native PodGroup's schedulingConstraints"
+SOURCE_PODGROUP_ANNOTATIONS = "phalanx.io annotations on the PodGroup"
+SOURCE_MEMBER_ANNOTATIONS = "phalanx.io annotations on its pods"
+
+
+def source_on_pod(annotation: str, pod: str) -> str:
+    """One member's annotation, when members disagree (their pod templates differ)."""
+    return f"{annotation} on pod {pod}"
 
 
 def tier_invalid(tier: int, name: str, levels: Sequence[str]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from shared import constants as c
 from shared import topology
-from tests.builders import job
+from tests.builders import job, mpijob
 from webhook.mutate import Outcome
 
 from .test_webhook_mutate import annotations_of, run, template_of
@@ -97,3 +97,22 @@ def test_a_slice_size_that_is_no_number_is_refused() -> None:
     mutation, _ = run(builder)
     assert mutation.outcome == Outcome.REJECTED
     assert "must be a positive integer" in (mutation.reason or "")
+
+
+def test_templates_of_one_gang_asking_for_different_levels_are_refused() -> None:
+    """An MPIJob's launcher and workers with different Kueue levels: the controller would have to
+    pick one, so the workload is refused at apply, naming both templates."""
+    builder = mpijob("m")
+    specs = builder.obj["spec"]["mpiReplicaSpecs"]
+    for role, level in (("Launcher", RACK), ("Worker", BLOCK)):
+        specs[role]["template"].setdefault("metadata", {}).setdefault("annotations", {})[
+            topology.KUEUE_REQUIRED
+        ] = level
+    mutation, _ = run(builder)
+    assert mutation.outcome == Outcome.REJECTED, mutation
+    reason = mutation.reason or ""
+    assert f"asks for required level {RACK!r} and " in reason, reason
+    assert f"for {BLOCK!r}; the templates of one gang must ask for the same topology" in reason, reason
+    # A template that asks nothing agrees with one that does.
+    specs["Launcher"]["template"]["metadata"]["annotations"].pop(topology.KUEUE_REQUIRED)
+    assert run(builder)[0].outcome != Outcome.REJECTED
