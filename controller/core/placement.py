@@ -6,9 +6,10 @@ Packing, to limit fragmentation:
 - for each shape, while some pods remain: if one node can take all remaining pods, take the one
   that is left with the least room (best fit); otherwise fill the node that takes the most (so the
   gang spans few nodes) and go on;
-- a gang of several pods that needs GPUs is first tried inside one domain of each level it is
-  given (core/topology.py: its preferred level and the wider ones, or its topology's levels, the
-  narrowest first; by default the pass's preferred levels), and only then across the cluster.
+- a gang of several pods is first tried inside one domain of each level it is given
+  (core/topology.py: its preferred level and the wider ones, or, for a gang that needs GPUs, its
+  topology's levels, the narrowest first; by default the pass's preferred levels, for GPU gangs
+  only), and only then across the cluster.
   Candidate domains are the ones whose GPU levels could hold it; those needing the fewest nodes,
   then the tightest, first (best fit: the wholly free domains stay free for big gangs);
 - a gang that requires one domain of a label key (``Within``) is placed inside one domain of it or
@@ -333,8 +334,11 @@ def place(
             memo.record_within(items, within)
         return found
     total = sum(n for _, n in items)
+    # The pass's default levels serve GPU gangs only; levels the caller names (a gang's own request,
+    # core/topology.py levels_to_try) are tried whatever the gang needs.
+    named = levels is not None
     levels = capacity.preferred if levels is None else levels
-    if total > 1 and levels and any(shape.gpu for shape, _ in items):
+    if total > 1 and levels and (named or any(shape.gpu for shape, _ in items)):
         found = _place_in_domain(capacity, items, topology_attempts, levels)
         if found is not None:
             return found

@@ -269,7 +269,9 @@ class PlanningPass:
         if slices is not None:
             for _, members in groups.values():
                 members.sort(key=topology.piece_order)
-        return Demand(groups, self._items(groups), within, slices, topology.levels_to_try(self.config, gang))
+        items = self._items(groups)
+        levels = topology.levels_to_try(self.config, gang, any(shape.gpu for shape, _ in items))
+        return Demand(groups, items, within, slices, levels)
 
     @staticmethod
     def _within(gang: Gang) -> Within | None:

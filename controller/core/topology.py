@@ -8,7 +8,8 @@ gang names the one it uses. Per gang:
   (placement.place with ``Within``);
 - preferred level: its domains are tried first, then those of each wider level of the gang's
   topology, then the whole cluster (``levels_to_try``);
-- no request: every level of the topology but the hostname is tried, the narrowest first;
+- no request: every level of the topology but the hostname is tried, the narrowest first (for a
+  gang that needs GPUs; one that does not is placed by best fit alone);
 - slices: every ``slice_size`` members (in member order) inside one domain of ``slice_key``, the
   gang as a whole inside one domain of its required level if it has one (``place_sliced``);
 - KAI subgroups with a required level of their own: the same, each leaf subgroup's members being
@@ -98,10 +99,10 @@ def slice_order(pod: Pod) -> tuple[int, float, str]:
     return (int(index) if index.isdigit() else 1 << 30, pod.created, pod.name)
 
 
-def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
+def levels_to_try(config: PlannerConfig, gang: Gang, gpus: bool = True) -> tuple[str, ...]:
     """The label keys whose domains a gang without a required level is first tried inside, in
-    order: from its preferred level to the widest, else every level but the hostname, narrowest
-    first."""
+    order: from its preferred level to the widest (whatever it needs), else, for a gang that needs
+    GPUs (``gpus``), every level but the hostname, narrowest first; else none."""
     levels = config.levels(gang.topology.name) or ()
     preferred = gang.topology.preferred
     if preferred:
@@ -110,7 +111,7 @@ def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
         # A label of its own, not a level of the topology: its domains, then the topology's levels
         # as for a gang that prefers none (never straight to anywhere).
         return (preferred, *(key for key in narrowest_first(levels) if key != preferred))
-    return narrowest_first(levels)
+    return narrowest_first(levels) if gpus else ()
 
 
 def preference_unheeded(capacity: Capacity, gang: Gang) -> str | None:

@@ -100,6 +100,19 @@ def test_a_preferred_label_outside_the_topology_is_tried_then_the_topology_level
     assert isinstance(d, Admit) and "preferred" not in d.message, d
 
 
+def test_a_gang_without_gpus_follows_its_preferred_level_too() -> None:
+    """An explicit preference holds whatever the gang needs: 4 pods of 4 CPUs preferring a rack go
+    to r2, the one rack with room for all four (best fit across the cluster would start on n00,
+    the node with the most room, in r0)."""
+    nodes = [n.cpu(8) for n in fleet()]
+    free = {0: 8, 8: 4, 9: 4, 10: 4, 11: 4}
+    pods = [pod(f"cpu-{k}").ns("other").cpu(8 - free.get(k, 0)).on(f"n{k:02d}") for k in range(16) if k != 0]
+    members = [pod(f"g-{k}").cpu(4).gated().created(NOW - 10 + k) for k in range(4)]
+    g = gang("g").min(4).members(*members).topology(preferred=RACK_LABEL)
+    d = decide(nodes, g, pods)
+    assert labels_of(d, RACK_LABEL) == Counter({"r2": 4})
+
+
 def test_without_a_request_the_narrowest_level_that_fits_is_used() -> None:
     # 2 pods × 8 GPUs; empty nodes: n00 (c0), n02 (c1), n04 and n05 (c2). Best fit across the
     # cluster takes the first two, in two NVLink domains; only c2 holds both.
