@@ -13,8 +13,9 @@ PodGroup, then on its members' pod templates) and the compat ones it reads uncha
 - KAI's leaf subgroups' own ``topologyConstraint.requiredTopologyLevel`` (``subgroup_levels``):
   each subgroup's members inside one domain of its level, as slices are.
 
-Each system is one source; two sources that set one field to different values conflict (the gang
-is refused, never placed by one of them silently). Pure: no I/O, shared by webhook and controller.
+Each system is one source, and so is each place of Phalanx's own; two sources that set one field
+to different values conflict (the gang is refused, never placed by one of them silently). Pure: no
+I/O, shared by webhook and controller.
 """
 
 from __future__ import annotations
@@ -125,15 +126,6 @@ def subgroup_levels(spec: Any) -> dict[str, str]:
         if name and level and name not in parents:
             out[name] = level
     return out
-
-
-def first_of(asks: Iterable[TopologyAsk]) -> TopologyAsk:
-    """Per field, the first ask that sets it (one system's places, most specific first)."""
-    merged: dict[str, str] = {}
-    for ask in asks:
-        for name, value in ask.set_fields().items():
-            merged.setdefault(name, value)
-    return TopologyAsk(**merged)
 
 
 def merge(sources: Iterable[tuple[str, TopologyAsk]]) -> tuple[TopologyAsk, Conflict | None]:

@@ -19,11 +19,18 @@ from shared import workloads
 from shared.grouplink import GroupLink, declared_min_available, opted_in, resolve, skipped
 from shared.jsonread import get_in, obj, positive_number, strings, text
 from shared.kinds import JOB, KINDS, POD, STATEFULSET
+from shared.topology import TopologyAsk
 from shared.workloads import GVK, WorkloadKind, per_group_link
 from webhook import traps
 from webhook.patch import JsonPatchOp, PatchBuilder, Path, ShapeError
 from webhook.traps import operator_traps
-from webhook.validation import check_annotations, check_group_name, check_topology
+from webhook.validation import (
+    check_annotations,
+    check_group_name,
+    check_templates_agree,
+    check_topology,
+    topology_ask,
+)
 
 DEFAULT_EXCLUDED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "phalanx-system"})
 
@@ -218,6 +225,8 @@ class _WorkloadMutation:
         self.summaries: list[str] = []
         self.unnamed: list[str] = []  # templates whose gang cannot be named
         self.groups: list[str] = []
+        # Per gang, what each of its templates asks of the topology: they must agree.
+        self.topology_asks: dict[str, list[tuple[str, TopologyAsk]]] = {}
         self._inferred: int | None = None  # the spec's gang size, computed once when needed
 
     def run(self) -> Mutation:
@@ -273,6 +282,10 @@ class _WorkloadMutation:
         size = self._size(template)
         asked = {**self.copied, **template.annotations}
         if denial := check_topology(asked, size, template.where):
+            raise _Rejected(denial)
+        asks = self.topology_asks.setdefault(link.name, [])
+        asks.append((template.where, topology_ask(asked)))
+        if denial := check_templates_agree(asks):
             raise _Rejected(denial)
         mark = len(self.builder.ops)
         try:

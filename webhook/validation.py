@@ -6,7 +6,7 @@ Each check returns a message for ``allowed: false``, or None when the value is f
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
 from shared import constants as c
@@ -73,10 +73,39 @@ def check_annotations(annotations: Mapping[str, str], where: str) -> str | None:
     return None
 
 
+_LEVEL_FIELDS = frozenset({"required", "preferred", "slice_key"})
+
+
+def topology_ask(annotations: Mapping[str, str]) -> topology.TopologyAsk:
+    """What one template asks, Phalanx's and Kueue's words together (``check_topology`` has
+    refused them if they disagree)."""
+    ask, _ = topology.merge(
+        (
+            ("Phalanx", topology.from_annotations(annotations, topology.PHALANX_ANNOTATIONS)),
+            ("Kueue", topology.from_annotations(annotations, topology.KUEUE_ANNOTATIONS)),
+        )
+    )
+    return ask
+
+
+def check_templates_agree(asks: Sequence[tuple[str, topology.TopologyAsk]]) -> str | None:
+    """Templates of one gang (``where`` each) that ask for different topology: the controller
+    would have to pick one, so the workload is refused. A template that sets nothing agrees."""
+    _, conflict = topology.merge(asks)
+    if conflict is None:
+        return None
+    return (
+        f"phalanx: {conflict.first_from} asks for {topology.FIELD_WORDS[conflict.field]} "
+        f"{conflict.first!r} and {conflict.second_from} for {conflict.second!r}; the templates of one "
+        "gang must ask for the same topology"
+    )
+
+
 def check_topology(annotations: Mapping[str, str], size: int | None, where: str) -> str | None:
     """A topology request the controller could never meet, told at apply: Phalanx's and Kueue's
-    annotations that disagree, a slice without its level or size, a slice size that does not divide
-    the gang."""
+    annotations that disagree, a level that is no label key or a slice size that is no positive
+    number, a slice without its level or size, a slice size that does not divide the gang
+    (``size``: its members; a min-member annotation among ``annotations`` overrides it)."""
     phalanx = topology.from_annotations(annotations, topology.PHALANX_ANNOTATIONS)
     kueue = topology.from_annotations(annotations, topology.KUEUE_ANNOTATIONS)
     if not phalanx.set_fields() and not kueue.set_fields():
@@ -87,9 +116,22 @@ def check_topology(annotations: Mapping[str, str], size: int | None, where: str)
             f"phalanx: {where} asks for {topology.FIELD_WORDS[conflict.field]} {conflict.first!r} "
             f"({conflict.first_from}) and {conflict.second!r} ({conflict.second_from}); set one of them"
         )
+    # Kueue's words are checked as Phalanx's are (check_annotations): a level is a label key, a
+    # slice size a positive number, or the controller could only refuse the gang later.
+    for field, value in ask.set_fields().items():
+        if field in _LEVEL_FIELDS and not _label_key(value):
+            return (
+                f"phalanx: {where} asks for {topology.FIELD_WORDS[field]} {value[:64]!r}, which is not "
+                "a node label key (e.g. topology.kubernetes.io/rack)"
+            )
+        if field == "slice_size" and not _positive(value):
+            return f"phalanx: {where} asks for slice size {value[:64]!r}, which is not a positive integer"
     if bool(ask.slice_key) != bool(ask.slice_size):
         return f"phalanx: {where} sets a slice level or a slice size without the other; set both"
     slice_size = int(ask.slice_size) if ask.slice_size and _positive(ask.slice_size) else None
+    # Slices divide the gang the controller waits for: a min-member override, else the size.
+    override = whole_number(annotations.get(c.MIN_MEMBER_ANNOTATION))
+    size = override if override is not None and override > 0 else size
     if size and slice_size and size % slice_size:
         return f"phalanx: {where}: slice size {slice_size} does not divide the gang's {size} members"
     return None

@@ -245,16 +245,35 @@ SOURCE_PHALANX = "Phalanx"
 SOURCE_KUEUE = "Kueue annotations"
 SOURCE_KAI = "KAI topologyConstraint"
 SOURCE_VOLCANO = "Volcano networkTopology"
+# Phalanx's own places, told apart when they disagree among themselves.
+SOURCE_PODGROUP_SPEC = "PodGroup spec, or the native PodGroup's schedulingConstraints"
+SOURCE_PODGROUP_ANNOTATIONS = "phalanx.io annotations on the PodGroup"
+SOURCE_MEMBER_ANNOTATIONS = "phalanx.io annotations on its pods"
+
+
+def source_on_pod(annotation: str, pod: str) -> str:
+    """One member's annotation, when members disagree (their pod templates differ)."""
+    return f"{annotation} on pod {pod}"
 
 
 def tier_invalid(tier: int, name: str, levels: Sequence[str]) -> str:
-    """Volcano's highestTierAllowed N is the N-th level of the gang's topology, narrowest first."""
+    """Volcano's highestTierAllowed N is the N-th level of the gang's topology that nodes carry,
+    narrowest first."""
     if tier < 1:
         return "Volcano networkTopology highestTierAllowed must be a positive integer"
+    if not levels:
+        return (
+            f"Volcano networkTopology highestTierAllowed {tier}: no node carries a level of topology {name}"
+        )
     return (
-        f"Volcano networkTopology highestTierAllowed {tier}: topology {name} has {len(levels)} levels "
-        f"to count tiers in ({', '.join(levels)}, narrowest first)"
+        f"Volcano networkTopology highestTierAllowed {tier}: the nodes carry {_plural(len(levels), 'level')} "
+        f"of topology {name} to count tiers in ({', '.join(levels)}, narrowest first)"
     )
+
+
+def preferred_unlabelled(key: str) -> str:
+    """An admitted gang whose preferred level no node carries: said, not silently dropped."""
+    return f"no node is labelled {key}, the preferred level: placed as if none were preferred"
 
 
 def tier_conflict(required: bool, key: str, tier: int, tier_key: str) -> str:

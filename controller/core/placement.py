@@ -6,9 +6,10 @@ Packing, to limit fragmentation:
 - for each shape, while some pods remain: if one node can take all remaining pods, take the one
   that is left with the least room (best fit); otherwise fill the node that takes the most (so the
   gang spans few nodes) and go on;
-- a gang of several pods that needs GPUs is first tried inside one domain of each level it is
-  given (core/topology.py: its preferred level and the wider ones, or its topology's levels, the
-  narrowest first; by default the pass's preferred levels), and only then across the cluster.
+- a gang of several pods is first tried inside one domain of each level it is given
+  (core/topology.py: its preferred level and the wider ones, or, for a gang that needs GPUs, its
+  topology's levels, the narrowest first; by default the pass's preferred levels, for GPU gangs
+  only), and only then across the cluster.
   Candidate domains are the ones whose GPU levels could hold it; those needing the fewest nodes,
   then the tightest, first (best fit: the wholly free domains stay free for big gangs);
 - a gang that requires one domain of a label key (``Within``) is placed inside one domain of it or
@@ -206,31 +207,26 @@ def _demand_fits_sums(capacity: Capacity, items: Items) -> bool:
     return all(need[r] <= capacity.sums[r] for r in range(len(need)) if need[r])
 
 
-def domain_order(capacity: Capacity, t: int, items: Items) -> tuple[int, ...]:
-    """The domains of level `t` whose GPU levels could hold `items`: those needing the fewest
-    nodes first, then the tightest (fewest free GPUs), then by name."""
-    # Only the GPU counts and the free room decide the order, so gangs that wait on one state (most
-    # of a busy pass) share it.
-    per_pod = tuple((shape.gpu, n) for shape, n in items if shape.gpu)
-    key = (capacity.version, t, per_pod)
-    memo = capacity.domain_orders
-    found = memo.get(key)
-    if found is not None:
-        return found
-    gpus = sum(g * n for g, n in per_pod)
-    dom_gpus = capacity.dom_gpus[t]
-    dom_counts = capacity.dom_counts[t]
-    # The fewest nodes that hold n pods of g GPUs take the domain's fullest GPU levels first; per
-    # domain from its count of nodes at each level, never its nodes (this runs for every domain).
-    descending = [(n, range(capacity.max_level, g - 1, -1), g) for g, n in per_pod]
-    candidates: list[tuple[int, int, int]] = []
-    for d in range(len(dom_gpus)):
-        free_gpus = dom_gpus[d]
-        if free_gpus < gpus:
-            continue
-        counts = dom_counts[d]
+class DomainFit:
+    """How well one domain of level ``t`` holds ``items``: (nodes needed, free GPUs, domain), the
+    sort key of ``domain_order``, or None when its GPU levels cannot hold them. Worked out from the
+    domain's count of nodes at each GPU level, never its nodes (this runs for every domain)."""
+
+    def __init__(self, capacity: Capacity, t: int, items: Items) -> None:
+        per_pod = [(shape.gpu, n) for shape, n in items if shape.gpu]
+        self.gpus = sum(g * n for g, n in per_pod)
+        self.dom_gpus = capacity.dom_gpus[t]
+        self.dom_counts = capacity.dom_counts[t]
+        # The fewest nodes that hold n pods of g GPUs take the domain's fullest GPU levels first.
+        self.descending = [(n, range(capacity.max_level, g - 1, -1), g) for g, n in per_pod]
+
+    def key(self, d: int) -> tuple[int, int, int] | None:
+        free_gpus = self.dom_gpus[d]
+        if free_gpus < self.gpus:
+            return None
+        counts = self.dom_counts[d]
         nodes = 0
-        for n, levels, g in descending:
+        for n, levels, g in self.descending:
             rem = n
             for lvl in levels:
                 c = counts[lvl]
@@ -242,9 +238,23 @@ def domain_order(capacity: Capacity, t: int, items: Items) -> tuple[int, ...]:
                     nodes += c
                     rem -= c * each
             else:
-                break  # the domain's nodes cannot hold these pods
-        else:
-            candidates.append((nodes, free_gpus, d))
+                return None  # the domain's nodes cannot hold these pods
+        return nodes, free_gpus, d
+
+
+def domain_order(capacity: Capacity, t: int, items: Items) -> tuple[int, ...]:
+    """The domains of level `t` whose GPU levels could hold `items`: those needing the fewest
+    nodes first, then the tightest (fewest free GPUs), then by name."""
+    # Only the GPU counts and the free room decide the order, so gangs that wait on one state (most
+    # of a busy pass) share it.
+    per_pod = tuple((shape.gpu, n) for shape, n in items if shape.gpu)
+    key = (capacity.version, t, per_pod)
+    memo = capacity.domain_orders
+    found = memo.get(key)
+    if found is not None:
+        return found
+    key_of = DomainFit(capacity, t, items).key
+    candidates = [fit for d in range(len(capacity.dom_gpus[t])) if (fit := key_of(d)) is not None]
     candidates.sort()
     order = tuple(d for _, _, d in candidates)
     if len(memo) >= 4096:  # keys of states long gone
@@ -324,8 +334,11 @@ def place(
             memo.record_within(items, within)
         return found
     total = sum(n for _, n in items)
+    # The pass's default levels serve GPU gangs only; levels the caller names (a gang's own request,
+    # core/topology.py levels_to_try) are tried whatever the gang needs.
+    named = levels is not None
     levels = capacity.preferred if levels is None else levels
-    if total > 1 and levels and any(shape.gpu for shape, _ in items):
+    if total > 1 and levels and (named or any(shape.gpu for shape, _ in items)):
         found = _place_in_domain(capacity, items, topology_attempts, levels)
         if found is not None:
             return found

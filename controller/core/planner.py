@@ -271,7 +271,9 @@ class PlanningPass:
         if slices is not None:
             for _, members in groups.values():
                 members.sort(key=topology.piece_order)
-        return Demand(groups, self._items(groups), within, slices, topology.levels_to_try(self.config, gang))
+        items = self._items(groups)
+        levels = topology.levels_to_try(self.config, gang, any(shape.gpu for shape, _ in items))
+        return Demand(groups, items, within, slices, levels)
 
     @staticmethod
     def _within(gang: Gang) -> Within | None:
@@ -540,6 +542,9 @@ class PlanningPass:
             placement[pod.uid] = None if free or pod.unmodelled else names[i]
             if pod.unmodelled:
                 notes.append(msg.unmodelled_note(pod.name, pod.unmodelled))
+        unheeded = topology.preference_unheeded(self.capacity, gang)
+        if unheeded is not None:  # never spread silently: the PodGroup's message says so
+            text = f"{text}; {unheeded}"
         return Admit(gang.key, placement, text, tuple(notes), booked)
 
     def _counts(self, pods: Sequence[Pod], nodes: dict[str, int]) -> list[tuple[str, int]]:

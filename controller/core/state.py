@@ -120,7 +120,11 @@ class PassState:
         self.alloc = table.alloc
         self.eligibility = table.eligibility
         self.shapes = ShapeBook(self.resources, self.eligibility)
-        self.gangs = [resolve_tiers(gang, config) for gang in unique_gangs(snapshot.gangs)]
+        carried = table.topology.level  # Volcano tiers count the levels some node carries
+        self.gangs = [
+            resolve_tiers(gang, config, lambda key: carried(key) is not None)
+            for gang in unique_gangs(snapshot.gangs)
+        ]
         self._gang_by_key: dict[GangKey, Gang] | None = None
         # uid -> node, and uid -> request, of everything that holds room (exact release in victim
         # search). Two maps, not one of pairs: a pair per pod of a big cluster is 50,000 objects

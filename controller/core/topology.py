@@ -8,7 +8,8 @@ gang names the one it uses. Per gang:
   (placement.place with ``Within``);
 - preferred level: its domains are tried first, then those of each wider level of the gang's
   topology, then the whole cluster (``levels_to_try``);
-- no request: every level of the topology but the hostname is tried, the narrowest first;
+- no request: every level of the topology but the hostname is tried, the narrowest first (for a
+  gang that needs GPUs; one that does not is placed by best fit alone);
 - slices: every ``slice_size`` members (in member order) inside one domain of ``slice_key``, the
   gang as a whole inside one domain of its required level if it has one (``place_sliced``);
 - KAI subgroups with a required level of their own: the same, each leaf subgroup's members being
@@ -20,21 +21,23 @@ GPUs is taken (``placement.domain_order``): best fit, so the wholly free domains
 big gangs behind. ``invalid`` says why a request can never be met (the PodGroup's InvalidSpec).
 
 Volcano's ``networkTopology`` names a HyperNode tier, not a node label: tier 1 is the narrowest
-level of the gang's topology but the hostname, tier N the N-th counting outwards (the default
-levels: 1 NVLink domain, 2 rack, 3 block, 4 zone). ``resolve_tiers`` turns it into the required
-(mode hard) or preferred (soft) level before the pass plans the gang.
+level of the gang's topology but the hostname that some node carries, tier N the N-th counting
+outwards (the default levels, all labelled: 1 NVLink domain, 2 rack, 3 block, 4 zone).
+``resolve_tiers`` turns it into the required (mode hard) or preferred (soft) level before the pass
+plans the gang.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import insort
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from controller.core import messages as msg
 from controller.core.capacity import Capacity
-from controller.core.config import PlannerConfig, narrowest_first
+from controller.core.config import HOSTNAME_LABEL, PlannerConfig, narrowest_first
 from controller.core.model import Gang, GangTopology, Pod
-from controller.core.placement import Assignment, Domain, Items, Within, domain_order, fill
+from controller.core.placement import Assignment, Domain, DomainFit, Items, Within, domain_order, fill
 from controller.core.shapes import Shape, member_kind
 from shared import constants
 from shared.jsonread import whole_number
@@ -72,6 +75,8 @@ def slices_of(gang: Gang, members: Sequence[Pod]) -> Slices | None:
             counts[name] = counts.get(name, 0) + 1
         parts = tuple((levels.get(name), counts[name]) for name in sorted(counts))
         return Slices(parts) if any(key is not None for key, _ in parts) else None
+    if request.slice_key == HOSTNAME_LABEL and request.slice_size == 1:
+        return None  # one pod is always on one node: no slicing, only the gang's own request
     if request.slice_key and request.slice_size > 0:
         size, n = request.slice_size, len(members)
         parts = ((request.slice_key, size),) * (n // size) if n % size == 0 else ()
@@ -95,23 +100,37 @@ def slice_order(pod: Pod) -> tuple[int, float, str]:
     return (index if index is not None and index >= 0 else 1 << 30, pod.created, pod.name)
 
 
-def levels_to_try(config: PlannerConfig, gang: Gang) -> tuple[str, ...]:
+def levels_to_try(config: PlannerConfig, gang: Gang, gpus: bool = True) -> tuple[str, ...]:
     """The label keys whose domains a gang without a required level is first tried inside, in
-    order: from its preferred level to the widest, else every level but the hostname, narrowest
-    first."""
+    order: from its preferred level to the widest (whatever it needs), else, for a gang that needs
+    GPUs (``gpus``), every level but the hostname, narrowest first; else none."""
     levels = config.levels(gang.topology.name) or ()
     preferred = gang.topology.preferred
     if preferred:
         if preferred in levels:
             return tuple(reversed(levels[: levels.index(preferred) + 1]))
-        return (preferred,)
-    return narrowest_first(levels)
+        # A label of its own, not a level of the topology: its domains, then the topology's levels
+        # as for a gang that prefers none (never straight to anywhere).
+        return (preferred, *(key for key in narrowest_first(levels) if key != preferred))
+    return narrowest_first(levels) if gpus else ()
 
 
-def resolve_tiers(gang: Gang, config: PlannerConfig) -> Gang:
+def preference_unheeded(capacity: Capacity, gang: Gang) -> str | None:
+    """What the admitted gang's message adds when its preferred level could not be followed: no
+    node carries that label (a typo, or a level this cluster lacks), so it was placed as if it
+    preferred none."""
+    preferred = gang.topology.preferred
+    if preferred and capacity.level_of(preferred) is None:
+        return msg.preferred_unlabelled(preferred)
+    return None
+
+
+def resolve_tiers(gang: Gang, config: PlannerConfig, carried: Callable[[str], bool] | None = None) -> Gang:
     """The gang with a Volcano tier turned into the level it names: required (mode hard) or
     preferred (soft); a tier its topology does not have, or one that disagrees with a level set
-    another way, is a conflict (InvalidSpec)."""
+    another way, is a conflict (InvalidSpec). Tiers count only the levels some node carries
+    (``carried``; default: all), as HyperNode tiers count only the tiers there are: tier 1 is the
+    narrowest level the cluster has."""
     request = gang.topology
     tier = request.required_tier or request.preferred_tier
     if not tier:
@@ -119,7 +138,7 @@ def resolve_tiers(gang: Gang, config: PlannerConfig) -> Gang:
     levels = config.levels(request.name)
     if levels is None:
         return gang  # an unknown topology: ``invalid`` says so
-    tiers = narrowest_first(levels)
+    tiers = tuple(key for key in narrowest_first(levels) if carried is None or carried(key))
     if not 0 < tier <= len(tiers):
         why = msg.tier_invalid(tier, request.name or config.topologies[0][0], tiers)
         return replace(gang, topology=_tiered(request, conflict=why))
@@ -214,8 +233,17 @@ def place_sliced(
     for home in outer:
         mark = capacity.mark()
         placed: list[Assignment | None] = [None] * len(parts)
+        # One order of the slice level's domains per (level, size), kept up to date slice by
+        # slice: the cost stays near one sort per outer domain, however many slices there are.
+        orders: dict[tuple[int, int], _SliceOrder] = {}
         for k in order:
-            placed[k] = _place_slice(capacity, shape, parts[k][1], levels[k], home)
+            level, size = levels[k], parts[k][1]
+            if level is None:
+                placed[k] = _place_anywhere(capacity, shape, size, home)
+            else:
+                if (level, size) not in orders:
+                    orders[level, size] = _SliceOrder(capacity, shape, size, level, home)
+                placed[k] = orders[level, size].place()
             if placed[k] is None:
                 capacity.rollback(mark)
                 break
@@ -236,24 +264,45 @@ def _outer_domains(capacity: Capacity, items: Items, within: Within | None) -> l
     return [(level, d) for d in domain_order(capacity, level, items)]
 
 
-def _place_slice(
-    capacity: Capacity, shape: Shape, size: int, level: int | None, home: Domain | None
-) -> Assignment | None:
-    """One slice inside one domain of ``level`` (and of ``home``), best fit first; booked. A slice
-    of no level goes anywhere inside ``home``."""
-    if level is None:
-        nodes = capacity.dom_members[home[0]][home[1]] if home is not None else None
-        out, placed = fill(capacity, shape, size, nodes)
-        return out if placed == size else None
-    for d in domain_order(capacity, level, [(shape, size)]):
-        nodes = capacity.dom_members[level][d]
-        if home is not None:
-            home_of = capacity.dom_of[home[0]]
-            nodes = [i for i in nodes if home_of[i] == home[1]]
-        out, placed = fill(capacity, shape, size, nodes)
-        if placed == size:
-            return out
-    return None
+def _place_anywhere(capacity: Capacity, shape: Shape, size: int, home: Domain | None) -> Assignment | None:
+    """A piece held to no level: anywhere inside ``home``; booked."""
+    nodes = capacity.dom_members[home[0]][home[1]] if home is not None else None
+    out, placed = fill(capacity, shape, size, nodes)
+    return out if placed == size else None
+
+
+class _SliceOrder:
+    """The domains of one level (their nodes inside ``home``) that could hold a slice of ``size``
+    pods of ``shape``, best fit first as ``domain_order`` ranks them. Booking a slice re-ranks only
+    the domain it went to; a domain that failed a slice is dropped, since room only shrinks while
+    one gang is placed."""
+
+    def __init__(self, capacity: Capacity, shape: Shape, size: int, level: int, home: Domain | None) -> None:
+        self.capacity, self.shape, self.size = capacity, shape, size
+        self.key_of = DomainFit(capacity, level, [(shape, size)]).key
+        self.nodes: Mapping[int, Sequence[int]]
+        if home is None:
+            self.nodes = dict(enumerate(capacity.dom_members[level]))
+        else:  # the slice level's domains met inside home, with their nodes there
+            dom_of = capacity.dom_of[level]
+            inside: dict[int, list[int]] = {}
+            for i in capacity.dom_members[home[0]][home[1]]:
+                if dom_of[i] >= 0:
+                    inside.setdefault(dom_of[i], []).append(i)
+            self.nodes = inside
+        self.ranked = sorted(fit for d in self.nodes if (fit := self.key_of(d)) is not None)
+
+    def place(self) -> Assignment | None:
+        """One slice inside the best domain that holds it; booked."""
+        while self.ranked:
+            d = self.ranked.pop(0)[2]
+            out, placed = fill(self.capacity, self.shape, self.size, self.nodes[d])
+            if placed == self.size:
+                fit = self.key_of(d)
+                if fit is not None:
+                    insort(self.ranked, fit)
+                return out
+        return None
 
 
 def held_in(

@@ -179,7 +179,8 @@ def _gang(snapshot: Snapshot, key: GangKey, config: PlannerConfig | None = None)
     """The gang as a pass plans it (a Volcano tier resolved into its level)."""
     for gang in snapshot.gangs:
         if gang.key == key:
-            return resolve_tiers(gang, config or PlannerConfig())
+            carried = {label for node in snapshot.nodes for label in node.labels}
+            return resolve_tiers(gang, config or PlannerConfig(), carried.__contains__)
     raise KeyError(str(key))
 
 

@@ -162,47 +162,70 @@ def _placement(record: PodGroupRecord, members: list[Pod]) -> Placement:
     return Placement.FREE if value == constants.PLACEMENT_FREE else Placement.PINNED
 
 
-def _members_ask(members: list[Pod], names: Mapping[str, str]) -> topology.TopologyAsk:
-    found = {f: v for f, key in names.items() if (v := member_annotation(members, key))}
-    return topology.TopologyAsk(**found)
+def _members_ask(
+    members: list[Pod], names: Mapping[str, str]
+) -> tuple[topology.TopologyAsk, topology.Conflict | None]:
+    """One source's annotations on the members (copied from their pod templates), and a conflict
+    when two members carry different values of one of them (templates of one workload that
+    disagree, e.g. a JobSet's jobs asking for different Kueue levels): never one of them picked."""
+    found: dict[str, tuple[str, str]] = {}  # field -> (value, the first pod carrying it)
+    for pod in sorted(members, key=lambda p: p.name):
+        for field, key in names.items():
+            value = pod.annotations.get(key)
+            if not value:
+                continue
+            seen = found.get(field)
+            if seen is None:
+                found[field] = (value, pod.name)
+            elif seen[0] != value:
+                first, second = msg.source_on_pod(key, seen[1]), msg.source_on_pod(key, pod.name)
+                return topology.TopologyAsk(), topology.Conflict(field, seen[0], first, value, second)
+    return topology.TopologyAsk(**{field: value for field, (value, _) in found.items()}), None
 
 
 def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, GangTopology]:
     """The node label key the gang must stay inside one domain of, and the rest of its topology
-    request. Phalanx's own: the PodGroup's spec, then its annotations, then its members' (copied
-    there from their workload by the webhook); then Kueue's pod-template annotations and KAI's
-    topologyConstraint. Two systems that disagree make a conflict (InvalidSpec)."""
+    request. Phalanx's own: the PodGroup's spec (a native PodGroup's schedulingConstraints are
+    copied there), its annotations and its members' (copied there from their workload by the
+    webhook); then Kueue's pod-template annotations and KAI's topologyConstraint. Two places that
+    disagree make a conflict (InvalidSpec), within one system as between two."""
     spec = record.spec
-    phalanx = topology.first_of(
-        (
-            topology.TopologyAsk(
-                name=spec.topology,
-                required=spec.topology_required,
-                preferred=spec.topology_preferred,
-                slice_key=spec.topology_slice_required,
-                slice_size=str(spec.topology_slice_size) if spec.topology_slice_size else None,
-            ),
-            topology.from_annotations(record.annotations, topology.PHALANX_ANNOTATIONS),
-            _members_ask(members, topology.PHALANX_ANNOTATIONS),
+    members_phalanx, conflict = _members_ask(members, topology.PHALANX_ANNOTATIONS)
+    kueue, kueue_conflict = _members_ask(members, topology.KUEUE_ANNOTATIONS)
+    conflict = conflict or kueue_conflict
+    phalanx = topology.TopologyAsk()
+    if conflict is None:
+        phalanx, conflict = topology.merge(
+            (
+                (
+                    msg.SOURCE_PODGROUP_SPEC,
+                    topology.TopologyAsk(
+                        name=spec.topology,
+                        required=spec.topology_required,
+                        preferred=spec.topology_preferred,
+                        slice_key=spec.topology_slice_required,
+                        slice_size=str(spec.topology_slice_size) if spec.topology_slice_size else None,
+                    ),
+                ),
+                (
+                    msg.SOURCE_PODGROUP_ANNOTATIONS,
+                    topology.from_annotations(record.annotations, topology.PHALANX_ANNOTATIONS),
+                ),
+                (msg.SOURCE_MEMBER_ANNOTATIONS, members_phalanx),
+            )
         )
-    )
+    if conflict is not None:
+        return None, GangTopology(conflict=_conflict_text(conflict))
     ask, conflict = topology.merge(
         (
             (msg.SOURCE_PHALANX, phalanx),
-            (msg.SOURCE_KUEUE, _members_ask(members, topology.KUEUE_ANNOTATIONS)),
+            (msg.SOURCE_KUEUE, kueue),
             (msg.SOURCE_KAI, record.kai_topology),
             (msg.SOURCE_VOLCANO, record.volcano_topology),
         )
     )
     if conflict is not None:
-        text = msg.topology_conflict(
-            topology.FIELD_WORDS[conflict.field],
-            conflict.first,
-            conflict.first_from,
-            conflict.second,
-            conflict.second_from,
-        )
-        return None, GangTopology(conflict=text)
+        return None, GangTopology(conflict=_conflict_text(conflict))
     return ask.required, GangTopology(
         name=ask.name,
         preferred=ask.preferred,
@@ -211,6 +234,16 @@ def _topology(record: PodGroupRecord, members: list[Pod]) -> tuple[str | None, G
         required_tier=_count(ask.required_tier),
         preferred_tier=_count(ask.preferred_tier),
         subgroup_levels=tuple(sorted(record.subgroup_topology.items())),
+    )
+
+
+def _conflict_text(conflict: topology.Conflict) -> str:
+    return msg.topology_conflict(
+        topology.FIELD_WORDS[conflict.field],
+        conflict.first,
+        conflict.first_from,
+        conflict.second,
+        conflict.second_from,
     )
 
 

@@ -186,7 +186,7 @@ class PodGroupFactory:
             priority_class_name=group.priority_class_name if group is not None else None,
             # A child of a CompositePodGroup starts with its siblings (Phalanx's hierarchical gangs).
             parent_pod_group=grouplink.native_group_name(group.parent) if group and group.parent else None,
-            # A native PodGroup's own constraints win over what its members' workload says.
+            # A native PodGroup's own constraint; members asking otherwise conflict (gangs.py).
             topology_required=(group.topology_key if group else None)
             or member_annotation(members, constants.TOPOLOGY_REQUIRED_ANNOTATION),
             disruption_mode=group.disruption_mode if group is not None else None,

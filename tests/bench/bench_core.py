@@ -26,7 +26,8 @@ from the Philly trace (``num_gpus``; a job of g GPUs is one pod of g GPUs up to 
    (both are reported as ratios to ``pass_10k``; target: at most 1.5 ×).
 1d. ``pass_10k_topology``: the same pass on the same nodes labelled in four levels (zone, block of
    100 nodes, rack of 20, NVLink domain ``nvidia.com/gpu.clique`` of 4), a third of the pending
-   gangs requiring one rack (``required_topology``); target: at most 1.5 × ``pass_10k``.
+   gangs requiring one rack (``required_topology``), a tenth of those and every one of them with
+   several pods cut into slices each inside one NVLink domain; target: at most 1.5 × ``pass_10k``.
 3. ``victim_search``: one higher-priority gang of 16 pods × 8 GPUs that fits only by preemption
    (every running pod lower priority, minimum runtime 0): plan() total and the victim search alone.
 4. ``pass_10k_at_100k_pods``: the pass of 1. on a cluster twice the size (10,000 nodes, 100,000
@@ -69,6 +70,7 @@ from controller.core.model import (
     Admit,
     Gang,
     GangKey,
+    GangTopology,
     Node,
     OwnerRef,
     Pod,
@@ -99,6 +101,7 @@ TARGETS = {
     "pass_10k_at_100k_pods": 1.0,
 }
 RACK = "topology.kubernetes.io/rack"
+NVLINK = "nvidia.com/gpu.clique"
 
 # Targets of passes measured against pass_10k in the same run: a ratio, not seconds.
 TOPOLOGY_RATIO_TARGET = 1.5  # pass_10k_topology over pass_10k
@@ -272,8 +275,24 @@ def with_four_levels(nodes: list[Node]) -> list[Node]:
 
 
 def with_required_racks(gangs: list[Gang]) -> list[Gang]:
-    """Every third gang requires one rack."""
-    return [replace(g, required_topology=RACK) if k % 3 == 0 else g for k, g in enumerate(gangs)]
+    """Every third gang requires one rack; of those, every tenth and every one of several pods is
+    sliced too: slices on the NVLink level (``with_slices``)."""
+    out = []
+    for k, g in enumerate(gangs):
+        if k % 3:
+            out.append(g)
+        elif k % 30 == 0 or g.min_member > 1:
+            out.append(with_slices(replace(g, required_topology=RACK)))
+        else:
+            out.append(replace(g, required_topology=RACK))
+    return out
+
+
+def with_slices(g: Gang) -> Gang:
+    """Slices of the most members one NVLink domain (4 nodes × 8 GPUs) holds: 4, 2 or 1 pods,
+    whichever divides the gang."""
+    size = next(s for s in (4, 2, 1) if g.min_member % s == 0)
+    return replace(g, topology=GangTopology(slice_key=NVLINK, slice_size=size))
 
 
 def snapshot_of(nodes: list[Node], pods: list[Pod], gangs: list[Gang]) -> Snapshot:
@@ -560,7 +579,7 @@ def topology_pass(
     results: dict[str, Any],
 ) -> dict[str, Any]:
     """1d. The pass of 1. on nodes labelled in four levels, a third of the pending gangs requiring
-    one rack; its figure is the ratio to the plain pass of the same run."""
+    one rack (some of them sliced); its figure is the ratio to the plain pass of the same run."""
     levelled = snapshot_of(with_four_levels(nodes), pods, running + with_required_racks(pending))
     times, result = timed(lambda: plan(levelled, config), runs)
     base_best = min(results["scenarios"]["pass_10k"]["seconds"])

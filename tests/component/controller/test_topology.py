@@ -20,6 +20,7 @@ from tests.component.controller.harness import (
     pod,
     podgroup,
 )
+from tests.component.controller.test_native_podgroups import member_pods, native_podgroup
 
 RACK = "topology.kubernetes.io/rack"
 # Any node label key makes domains; this one is not among those placement prefers on its own.
@@ -242,3 +243,48 @@ async def test_a_slice_size_that_is_no_number_fails_that_gang_only() -> None:
     assert pg is not None and pg["status"]["reason"] == "InvalidSpec", pg.get("status")
     assert "not a whole number" in pg["status"]["message"]
     assert all(not gates_of(h.pod(f"ok-{i}")) for i in range(2))
+
+
+async def test_a_native_podgroup_and_its_members_asking_for_different_levels_is_an_invalid_spec() -> None:
+    """The native PodGroup's schedulingConstraints do not silently beat what its members' workload
+    asks: the gang is refused and says which two places disagree."""
+    h = Harness()
+    racked(h, {"node-a": "r1", "node-b": "r2"})
+    group = native_podgroup(min_count=2, schedulingConstraints={"topology": [{"key": RACK}]})
+    h.kube.seed(r.NATIVE_PODGROUPS, group)
+    members = member_pods(2)
+    for member in members:
+        member["metadata"].setdefault("annotations", {})[c.TOPOLOGY_REQUIRED_ANNOTATION] = CLIQUE
+    h.kube.seed(r.PODS, *members)
+    for _ in range(3):
+        await h.step()
+
+    pg = h.pg("train")
+    assert pg is not None and pg["status"]["reason"] == "InvalidSpec", pg.get("status") if pg else None
+    assert pg["status"]["message"] == (
+        f"required level {RACK} (PodGroup spec, or the native PodGroup's schedulingConstraints) "
+        f"conflicts with {CLIQUE} (phalanx.io annotations on its pods); set one of them"
+    )
+    assert all(gates_of(h.pod(f"train-{i}")) == [c.GATE] for i in range(2))
+
+
+async def test_members_whose_templates_ask_for_different_levels_are_an_invalid_spec() -> None:
+    """Templates of one workload (a JobSet's jobs, an MPIJob's launcher and workers) that ask for
+    different Kueue levels: neither is picked, the gang says both."""
+    h = Harness()
+    racked(h, {"node-a": "r1", "node-b": "r2"})
+    kueue = "kueue.x-k8s.io/podset-required-topology"
+    first, second = gang(2)
+    first["metadata"]["annotations"][kueue] = RACK
+    second["metadata"]["annotations"][kueue] = CLIQUE
+    h.kube.seed(r.PODS, first, second)
+    for _ in range(2):
+        await h.step()
+
+    pg = h.pg()
+    assert pg is not None and pg["status"]["reason"] == "InvalidSpec", pg.get("status")
+    assert pg["status"]["message"] == (
+        f"required level {RACK} ({kueue} on pod g-0) conflicts with {CLIQUE} ({kueue} on pod g-1); "
+        "set one of them"
+    )
+    assert all(gates_of(h.pod(f"g-{i}")) == [c.GATE] for i in range(2))

@@ -48,8 +48,11 @@ HALF_BUSY = [busy("a2", 4), busy("b2", 4)]
 
 
 def test_the_gang_lands_inside_one_rack() -> None:
-    decision = decide(RACKS, [gang("g").min(3).gated_members(3, gpus=4).requires(RACK)], HALF_BUSY)
-    assert racks_of(decision, RACKS) == {"r1"}  # the racks are alike: the first by name
+    # Free: a1 7, a2 5 (r1: one pod of 4 each), b1 0, b2 4. Best fit across the cluster takes a1
+    # (the most room) and then b2 (the least room that fits): two racks. Only r1 holds both.
+    pods = [busy("a1", 1), busy("a2", 3), busy("b1", 8), busy("b2", 4)]
+    decision = decide(RACKS, [gang("g").min(2).gated_members(2, gpus=4).requires(RACK)], pods)
+    assert racks_of(decision, RACKS) == {"r1"}
 
 
 def test_it_waits_when_only_the_cluster_has_room_and_says_so() -> None:
@@ -130,9 +133,10 @@ def test_a_failure_inside_one_domain_does_not_fail_the_same_demand_cluster_wide(
 
 def test_elastic_members_stay_inside_the_domain() -> None:
     g = gang("g").min(2).max(4).gated_members(4, gpus=4).requires(RACK)
-    decision = decide(RACKS, [g], [busy("a2", 4), busy("b1", 8), busy("b2", 8)])
+    decision = decide(RACKS, [g], [busy("a2", 4), busy("b1", 4), busy("b2", 8)])
     assert isinstance(decision, Admit)
-    assert Counter(decision.booked.values()) == Counter({"a1": 2, "a2": 1})  # r2 is full: 3 of 4 start
+    # r1 holds 3 of the 4; the room for a fourth on b1 is in the other rack.
+    assert Counter(decision.booked.values()) == Counter({"a1": 2, "a2": 1})
 
 
 def test_a_replacement_joins_the_running_members_in_their_rack() -> None:
@@ -144,8 +148,9 @@ def test_a_replacement_joins_the_running_members_in_their_rack() -> None:
         .admitted({"ns/g-0": "b1", "ns/g-1": "b1"})
         .members(pod("g-2").gpus(4).gated().created(NOW - 5))
     )
-    # r2 has room left only on b2 (4 of 8 free); r1 is empty. The replacement goes to b2.
-    decision = decide(RACKS, [running], [busy("b2", 4)])
+    # r2 has room left only on b2 (6 of 8 free); a1 in r1 has 4 free, the tightest fit elsewhere.
+    # The replacement goes to b2.
+    decision = decide(RACKS, [running], [busy("b2", 2), busy("a1", 4)])
     assert isinstance(decision, Admit) and decision.booked == {"ns/g-2": "b2"}
     # r2 full: it waits for its own rack, though r1 is empty.
     short = decide(RACKS, [running], [busy("b2", 8)])

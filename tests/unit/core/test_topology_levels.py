@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from controller.core import PlannerConfig, plan
-from controller.core.config import BLOCK_LABEL, NVLINK_LABEL, RACK_LABEL
+from controller.core.config import BLOCK_LABEL, HOSTNAME_LABEL, NVLINK_LABEL, RACK_LABEL
 from controller.core.model import Admit, GangKey, Reason, Reject, Wait
 from controller.core.topology import held_in
 
@@ -57,37 +57,83 @@ def half_full() -> list[PodLike]:
     return [busy(f"n{k:02d}", 5 if k % 4 < 2 else 4) for k in range(16)]
 
 
+def room(free: dict[int, int]) -> list[PodLike]:
+    """Busy pods leaving node k ``free[k]`` GPUs (none where not given)."""
+    return [busy(f"n{k:02d}", 8 - free.get(k, 0)) for k in range(16) if free.get(k, 0) < 8]
+
+
 def test_a_preferred_rack_that_no_rack_can_hold_lands_inside_one_block() -> None:
+    # Room for one pod of 4 on n02, n03, n06, n07 (block b0: two in each of its racks) and for two
+    # on n08 (block b1). Best fit across the cluster starts on n08, the node that takes the most,
+    # and spans both blocks; no rack holds 4 pods, block b0 does.
     g = gang("g").min(4).gated_members(4, gpus=4).topology(preferred=RACK_LABEL)
-    d = decide(fleet(), g, half_full())
-    assert len(labels_of(d, BLOCK_LABEL)) == 1
+    d = decide(fleet(), g, room({2: 4, 3: 4, 6: 4, 7: 4, 8: 8}))
+    assert labels_of(d, BLOCK_LABEL) == Counter({"b0": 4})
     assert len(labels_of(d, RACK_LABEL)) > 1
 
 
 def test_a_preferred_rack_is_used_when_one_fits() -> None:
+    # Rack r0 holds 4 pods of 4 (n01 two, n02 and n03 one each); r1 two (n04, n05 with 6 free).
+    # Best fit across the cluster takes n01, then the fuller n04 before n02: two racks.
     g = gang("g").min(4).gated_members(4, gpus=4).topology(preferred=RACK_LABEL)
-    d = decide(fleet(), g, [busy(f"n{k:02d}", 8) for k in range(0, 16, 2)])  # 4 free nodes' worth per rack
-    assert len(labels_of(d, RACK_LABEL)) == 1
+    d = decide(fleet(), g, room({1: 8, 2: 4, 3: 4, 4: 6, 5: 6}))
+    assert labels_of(d, RACK_LABEL) == Counter({"r0": 4})
+
+
+def test_a_preferred_level_no_node_carries_is_said_when_the_gang_starts() -> None:
+    """A mistyped level must not spread the gang silently: it is placed as if it preferred none
+    (here inside one NVLink domain) and its message says why."""
+    g = gang("g").min(2).gated_members(2, gpus=8).topology(preferred="example.com/typo")
+    d = decide(fleet(), g, room({0: 8, 2: 8, 4: 8, 5: 8}))
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c2": 2})
+    assert isinstance(d, Admit) and d.message.endswith(
+        "; no node is labelled example.com/typo, the preferred level: placed as if none were preferred"
+    ), d.message
+
+
+def test_a_preferred_label_outside_the_topology_is_tried_then_the_topology_levels() -> None:
+    # Every node is a row of its own: no row holds 2 pods of 8 GPUs, NVLink domain c2 does.
+    rows = [n.label("example.com/row", f"row{k}") for k, n in enumerate(fleet())]
+    g = gang("g").min(2).gated_members(2, gpus=8).topology(preferred="example.com/row")
+    d = decide(rows, g, room({0: 8, 2: 8, 4: 8, 5: 8}))
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c2": 2})
+    assert isinstance(d, Admit) and "preferred" not in d.message, d
+
+
+def test_a_gang_without_gpus_follows_its_preferred_level_too() -> None:
+    """An explicit preference holds whatever the gang needs: 4 pods of 4 CPUs preferring a rack go
+    to r2, the one rack with room for all four (best fit across the cluster would start on n00,
+    the node with the most room, in r0)."""
+    nodes = [n.cpu(8) for n in fleet()]
+    free = {0: 8, 8: 4, 9: 4, 10: 4, 11: 4}
+    pods = [pod(f"cpu-{k}").ns("other").cpu(8 - free.get(k, 0)).on(f"n{k:02d}") for k in range(16) if k != 0]
+    members = [pod(f"g-{k}").cpu(4).gated().created(NOW - 10 + k) for k in range(4)]
+    g = gang("g").min(4).members(*members).topology(preferred=RACK_LABEL)
+    d = decide(nodes, g, pods)
+    assert labels_of(d, RACK_LABEL) == Counter({"r2": 4})
 
 
 def test_without_a_request_the_narrowest_level_that_fits_is_used() -> None:
-    # 2 pods × 8 GPUs: one NVLink domain of two empty nodes holds them.
-    d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8))
-    assert len(labels_of(d, NVLINK_LABEL)) == 1
+    # 2 pods × 8 GPUs; empty nodes: n00 (c0), n02 (c1), n04 and n05 (c2). Best fit across the
+    # cluster takes the first two, in two NVLink domains; only c2 holds both.
+    d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8), room({0: 8, 2: 8, 4: 8, 5: 8}))
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c2": 2})
 
 
 def test_best_fit_takes_the_tightest_domain_and_keeps_whole_ones_free() -> None:
-    # Rack r0 has 8 GPUs free (one empty node + partly used ones), every other rack is empty: a gang
-    # of 2 × 4 GPUs goes to r0, leaving the empty racks whole for big gangs.
-    pods = [busy("n00", 8), busy("n01", 8), busy("n02", 8)]
+    # Rack r3 has 8 GPUs free (n15 empty, the rest of it full), every other rack is empty: a gang
+    # of 2 × 4 GPUs goes to r3, leaving the empty racks whole for big gangs (best fit across the
+    # cluster would take the first empty node, n00 in r0).
+    pods = [busy("n12", 8), busy("n13", 8), busy("n14", 8)]
     g = gang("g").min(2).gated_members(2, gpus=4).topology(preferred=RACK_LABEL)
     d = decide(fleet(), g, pods)
-    assert labels_of(d, RACK_LABEL) == Counter({"r0": 2})
+    assert labels_of(d, RACK_LABEL) == Counter({"r3": 2})
 
 
 def test_each_slice_lands_inside_one_nvlink_domain() -> None:
-    # 4 slices of 4 pods × 2 GPUs: one slice is one NVLink domain's worth (16 GPUs) only if packed.
-    pods = [busy("n00", 2), busy("n03", 2)]  # two domains lose 2 GPUs: a slice can no longer fill them
+    # 4 slices of 4 pods × 2 GPUs; every node has 6 GPUs free (3 pods), every NVLink domain 6 pods:
+    # one slice each. Packed without slices, members 4-7 would span n01 (c0) and n02 (c1).
+    pods = [busy(f"n{k:02d}", 2) for k in range(16)]
     g = gang("g").min(16).gated_members(16, gpus=2).topology(slice_key=NVLINK_LABEL, slice_size=4)
     d = decide(fleet(), g, pods)
     per_domain = labels_of(d, NVLINK_LABEL)
@@ -102,16 +148,19 @@ def test_each_slice_lands_inside_one_nvlink_domain() -> None:
 
 
 def test_slices_inside_a_required_block() -> None:
+    # Block b0 has n00-n03 with 6 GPUs free (3 pods of 2 each: 6 per NVLink domain), block b1 only
+    # n08, empty (4 pods). Packed without slices inside b0, the second slice would span c0 and c1;
+    # across the cluster, the gang would start on n08 and span both blocks.
     g = (
         gang("g")
         .min(8)
-        .gated_members(8, gpus=4)
+        .gated_members(8, gpus=2)
         .requires(BLOCK_LABEL)
         .topology(slice_key=NVLINK_LABEL, slice_size=4)
     )
-    d = decide(fleet(), g)
-    assert len(labels_of(d, BLOCK_LABEL)) == 1
-    assert all(count == 4 for count in labels_of(d, NVLINK_LABEL).values())
+    d = decide(fleet(), g, room({0: 6, 1: 6, 2: 6, 3: 6, 8: 8}))
+    assert labels_of(d, BLOCK_LABEL) == Counter({"b0": 8})
+    assert labels_of(d, NVLINK_LABEL) == Counter({"c0": 4, "c1": 4})
 
 
 def test_slices_that_do_not_fit_wait_and_say_how_many_do() -> None:
@@ -158,9 +207,11 @@ def test_an_unknown_topology_is_invalid_and_a_named_one_gives_its_levels() -> No
     config = PlannerConfig(
         starvation_age_seconds=None, topologies=(("default", (NVLINK_LABEL,)), ("racks", (RACK_LABEL,)))
     )
-    pods = [busy("n00", 4), busy("n02", 4)]  # c0, c1 hold 12 each; rack r0 holds 24
+    # Empty nodes: n00 (r0), n04 and n07 (r1), each in an NVLink domain of its own. Only rack r1
+    # holds both pods; best fit across the cluster would take n00 and n04.
+    pods = room({0: 8, 4: 8, 7: 8})
     d = decide(fleet(), gang("g").min(2).gated_members(2, gpus=8).topology(name="racks"), pods, config)
-    assert len(labels_of(d, RACK_LABEL)) == 1
+    assert labels_of(d, RACK_LABEL) == Counter({"r1": 2})
 
 
 def test_conflicting_sources_are_invalid() -> None:
@@ -184,6 +235,17 @@ def test_a_slice_no_domain_could_ever_hold_is_unschedulable() -> None:
     d = decide(fleet(), g)
     assert isinstance(d, Wait) and d.reason == Reason.UNSCHEDULABLE, d
     assert "no nvidia.com/gpu.clique domain could ever hold them" in d.message
+
+
+def test_slices_of_one_pod_on_the_hostname_are_no_slicing() -> None:
+    """One pod is always on one node: such slices add nothing, and the gang is placed by its own
+    request alone (inside one rack here), not refused for a level or cut into 16 pieces."""
+    g = gang("g").min(4).gated_members(4, gpus=4).requires(RACK_LABEL)
+    d = decide(fleet(), g.topology(slice_key=HOSTNAME_LABEL, slice_size=1), half_full())
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert "slice" not in d.message, d.message
+    d = decide(fleet(), g.topology(slice_key=HOSTNAME_LABEL, slice_size=1))
+    assert len(labels_of(d, RACK_LABEL)) == 1
 
 
 # ---- Volcano's networkTopology: tier N is the N-th level, narrowest first -------------------------
@@ -212,10 +274,29 @@ def test_a_soft_volcano_tier_is_a_preferred_level() -> None:
     assert len(labels_of(d, NVLINK_LABEL)) == 2
 
 
+def test_volcano_tiers_count_only_the_levels_nodes_carry() -> None:
+    """Without NVLink labels tier 1 is the rack, the narrowest level the cluster has (as Volcano's
+    tier 1 is its lowest HyperNode tier), not a level no node carries."""
+    unlabelled = [
+        node(f"n{k:02d}").gpus(8).label(BLOCK_LABEL, f"b{k // 8}").label(RACK_LABEL, f"r{k // 4}")
+        for k in range(16)
+    ]
+    g = gang("g").min(4).gated_members(4, gpus=4).topology(required_tier=1)
+    d = decide(unlabelled, g, room({2: 4, 3: 4, 6: 4, 7: 4, 8: 8}))  # no rack holds 4 pods of 4
+    assert isinstance(d, Wait) and d.reason == Reason.INSUFFICIENT_CAPACITY, d
+    assert f"inside one {RACK_LABEL} domain" in d.message
+    d = decide(unlabelled, g, room({8: 8, 9: 8}))  # rack r2 does
+    assert isinstance(d, Admit), d
+    assert Counter(str(n) for n in d.booked.values()) == Counter({"n08": 2, "n09": 2})
+
+
 def test_a_tier_beyond_the_topology_or_against_another_level_is_invalid() -> None:
     beyond = decide(fleet(), gang("g").min(2).gated_members(2, gpus=1).topology(required_tier=5))
     assert isinstance(beyond, Reject) and beyond.reason == Reason.INVALID_SPEC, beyond
-    assert "highestTierAllowed 5: topology default has 4 levels" in beyond.message
+    assert beyond.message == (
+        "Volcano networkTopology highestTierAllowed 5: the nodes carry 3 levels of topology default to "
+        f"count tiers in ({NVLINK_LABEL}, {RACK_LABEL}, {BLOCK_LABEL}, narrowest first)"
+    )
     against = gang("g").min(2).gated_members(2, gpus=1).requires(BLOCK_LABEL).topology(required_tier=2)
     d = decide(fleet(), against)
     assert isinstance(d, Reject) and d.message == (

@@ -10,7 +10,6 @@ from shared.topology import (
     PHALANX_ANNOTATIONS,
     Conflict,
     TopologyAsk,
-    first_of,
     from_annotations,
     from_kai,
     from_volcano,
@@ -38,12 +37,6 @@ def test_annotations_are_read_per_system() -> None:
     annotations = {KUEUE_PREFERRED: RACK, c.TOPOLOGY_REQUIRED_ANNOTATION: BLOCK}
     assert from_annotations(annotations, KUEUE_ANNOTATIONS) == TopologyAsk(preferred=RACK)
     assert from_annotations(annotations, PHALANX_ANNOTATIONS) == TopologyAsk(required=BLOCK)
-
-
-def test_the_first_place_of_one_system_wins() -> None:
-    assert first_of((TopologyAsk(required=RACK), TopologyAsk(required=BLOCK, preferred=RACK))) == TopologyAsk(
-        required=RACK, preferred=RACK
-    )
 
 
 def test_systems_that_agree_merge_and_those_that_disagree_conflict() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from shared import constants as c
 from shared import topology
-from tests.builders import job
+from tests.builders import job, mpijob
 from webhook.mutate import Outcome
 
 from .test_webhook_mutate import annotations_of, run, template_of
@@ -97,3 +97,50 @@ def test_a_slice_size_that_is_no_number_is_refused() -> None:
     mutation, _ = run(builder)
     assert mutation.outcome == Outcome.REJECTED
     assert "must be a positive integer" in (mutation.reason or "")
+
+
+def test_templates_of_one_gang_asking_for_different_levels_are_refused() -> None:
+    """An MPIJob's launcher and workers with different Kueue levels: the controller would have to
+    pick one, so the workload is refused at apply, naming both templates."""
+    builder = mpijob("m")
+    specs = builder.obj["spec"]["mpiReplicaSpecs"]
+    for role, level in (("Launcher", RACK), ("Worker", BLOCK)):
+        specs[role]["template"].setdefault("metadata", {}).setdefault("annotations", {})[
+            topology.KUEUE_REQUIRED
+        ] = level
+    mutation, _ = run(builder)
+    assert mutation.outcome == Outcome.REJECTED, mutation
+    reason = mutation.reason or ""
+    assert f"asks for required level {RACK!r} and " in reason, reason
+    assert f"for {BLOCK!r}; the templates of one gang must ask for the same topology" in reason, reason
+    # A template that asks nothing agrees with one that does.
+    specs["Launcher"]["template"]["metadata"]["annotations"].pop(topology.KUEUE_REQUIRED)
+    assert run(builder)[0].outcome != Outcome.REJECTED
+
+
+def test_kueue_values_that_are_no_level_or_no_number_are_refused() -> None:
+    """Kueue's annotations are checked as Phalanx's are: refused at apply, not InvalidSpec later."""
+    for key, value, said in (
+        (topology.KUEUE_REQUIRED, "not a key!", "required level 'not a key!', which is not a node label key"),
+        (topology.KUEUE_SLICE_SIZE, "four", "slice size 'four', which is not a positive integer"),
+        (topology.KUEUE_SLICE_SIZE, "４", "slice size '４', which is not a positive integer"),
+    ):
+        builder = job().parallelism(8).template_annotation(key, value)
+        if key == topology.KUEUE_SLICE_SIZE:
+            builder = builder.template_annotation(topology.KUEUE_SLICE_REQUIRED, CLIQUE)
+        mutation, _ = run(builder)
+        assert mutation.outcome == Outcome.REJECTED, (value, mutation)
+        assert said in (mutation.reason or ""), mutation.reason
+
+
+def test_slices_must_divide_the_min_member_override_not_the_template_size() -> None:
+    builder = (
+        job()
+        .parallelism(8)
+        .annotation(c.MIN_MEMBER_ANNOTATION, "6")
+        .template_annotation(topology.KUEUE_SLICE_REQUIRED, CLIQUE)
+        .template_annotation(topology.KUEUE_SLICE_SIZE, "4")
+    )
+    mutation, _ = run(builder)
+    assert mutation.outcome == Outcome.REJECTED, mutation
+    assert "slice size 4 does not divide the gang's 6 members" in (mutation.reason or "")
