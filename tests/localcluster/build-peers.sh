@@ -7,6 +7,7 @@
 #
 #   tests/localcluster/build-peers.sh                 # every peer; prints "name<TAB>dir|BLOCKED"
 #   tests/localcluster/build-peers.sh coscheduling    # just one
+#   tests/localcluster/build-peers.sh volcano-topology  # the Volcano the topology scenario runs
 #
 # A peer that cannot be built here (e.g. its source archive is refused) does not fail the
 # script: its line says BLOCKED and $dir/../<name>.blocked records the exact error.
@@ -22,6 +23,9 @@ NICE="nice -n ${PEERS_NICE:-10}"
 COSCHEDULING_VERSION="${COSCHEDULING_VERSION:-v0.34.7}"
 KUEUE_VERSION="${KUEUE_VERSION:-v0.15.0}"
 VOLCANO_VERSION="${VOLCANO_VERSION:-v1.10.0}"
+# The first Volcano whose PodGroup says "inside one rack" (networkTopology, HyperNodes); only the
+# topology scenario runs it, so the other scenarios' figures stay those of v1.10.0.
+VOLCANO_TOPOLOGY_VERSION="${VOLCANO_TOPOLOGY_VERSION:-v1.12.2}"
 KAI_VERSION="${KAI_VERSION:-v0.12.0}"
 
 
@@ -76,9 +80,11 @@ copy_manifests() {
 }
 
 # build_peer NAME MODULE VERSION "cmd/a:bin-a cmd/b:bin-b" "overrides" "manifests to keep (module-relative globs)" [fallback]
+# The printed name and the .blocked file are $PEER_LABEL's when set (a second build of one peer).
 build_peer() {
   local name=$1 module=$2 version=$3 cmds=$4 overrides=$5 keep=$6 fallback=${7:-}
-  local out="$PEERS_BIN/$name-$version" work="$CACHE/work/peer-$name-$version" blocked="$PEERS_BIN/$name-$version.blocked"
+  local label=${PEER_LABEL:-$1}
+  local out="$PEERS_BIN/$name-$version" work="$CACHE/work/peer-$name-$version" blocked="$PEERS_BIN/$label-$version.blocked"
   local all=1 c
   for c in $cmds; do [ -x "$out/${c##*:}" ] || all=0; done
   local info upstream src f
@@ -86,12 +92,12 @@ build_peer() {
     # Manifests are refreshed from the (cached) module even when the binaries are cached.
     src=$(go mod download -json "$module@$version" 2>/dev/null | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
     [ -n "$src" ] && copy_manifests "$src" "$out" "$keep"
-    say "$name $version: cached"; printf '%s\t%s\n' "$name" "$out"; return 0
+    say "$name $version: cached"; printf '%s\t%s\n' "$label" "$out"; return 0
   fi
   rm -f "$blocked"
   if ! info=$(go mod download -json "$module@$version" 2>&1); then
     echo "go mod download $module@$version: $(printf '%s' "$info" | grep -m1 -i error)" >"$blocked"
-    say "$name $version: BLOCKED: $(cat "$blocked")"; printf '%s\tBLOCKED\n' "$name"; return 0
+    say "$name $version: BLOCKED: $(cat "$blocked")"; printf '%s\tBLOCKED\n' "$label"; return 0
   fi
   upstream=$(printf '%s' "$info" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   src=$(printf '%s' "$info" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
@@ -108,14 +114,14 @@ build_peer() {
   local refused_re=': (403 Forbidden|404 Not Found|410 Gone)' round repins=""
   for round in $(seq 1 40); do
     if ! (cd "$work" && $NICE go mod tidy -e >/dev/null 2>"$work/tidy.log"); then
-      cp "$work/tidy.log" "$blocked"; say "$name: go mod tidy failed"; printf '%s\tBLOCKED\n' "$name"; return 0
+      cp "$work/tidy.log" "$blocked"; say "$name: go mod tidy failed"; printf '%s\tBLOCKED\n' "$label"; return 0
     fi
     grep -q -E "$refused_re" "$work/tidy.log" || break
     local refused
     refused=$(grep -E "$refused_re" "$work/tidy.log" | sed -n -E 's/.*\(replaced by ([^@ ]+)@.*/\1/p' | sort -u)
     if [ -z "$fallback" ] || [ -z "$refused" ] || [ "$round" = 40 ]; then
       grep -m3 -E "$refused_re" "$work/tidy.log" >"$blocked"
-      say "$name $version: BLOCKED: $(head -1 "$blocked")"; printf '%s\tBLOCKED\n' "$name"; return 0
+      say "$name $version: BLOCKED: $(head -1 "$blocked")"; printf '%s\tBLOCKED\n' "$label"; return 0
     fi
     for r in $refused; do overrides="$overrides $r=>$r@$fallback"; repins="$repins $r"; done
     say "$name: the proxy refuses$(printf ' %s' $refused) at the pinned version; re-pinned to $fallback"
@@ -129,14 +135,14 @@ build_peer() {
     say "  building $bin from $pkg (cold: several minutes on a shared machine)"
     if ! (cd "$work" && $NICE go build -trimpath -ldflags "-s -w" -o "$out/$bin.tmp" "$pkg" 2>"$work/build-$bin.log"); then
       { echo "go build $pkg@$version failed:"; tail -n 15 "$work/build-$bin.log"; } >"$blocked"
-      say "$name: $(head -3 "$blocked" | tr '\n' ' ')"; printf '%s\tBLOCKED\n' "$name"; return 0
+      say "$name: $(head -3 "$blocked" | tr '\n' ' ')"; printf '%s\tBLOCKED\n' "$label"; return 0
     fi
     mv "$out/$bin.tmp" "$out/$bin"
   done
   # Manifests (CRDs, stock configs) the launcher needs, copied next to the binaries.
   copy_manifests "$src" "$out" "$keep"
   say "$name $version: done"
-  printf '%s\t%s\n' "$name" "$out"
+  printf '%s\t%s\n' "$label" "$out"
 }
 
 want=${1:-all}
@@ -154,6 +160,13 @@ if [ "$want" = all ] || [ "$want" = kueue ]; then
 fi
 if [ "$want" = all ] || [ "$want" = volcano ]; then
   build_peer volcano volcano.sh/volcano "$VOLCANO_VERSION" \
+    "cmd/scheduler:vc-scheduler cmd/controller-manager:vc-controller-manager" "" \
+    "config/crd/volcano/bases/*.yaml config/crd/jobflow/bases/*.yaml installer/helm/chart/volcano/config/volcano-scheduler.conf"
+fi
+if [ "$want" = all ] || [ "$want" = volcano-topology ]; then
+  # The proxy refuses volcano.sh/volcano at every v1.11-v1.14 release (403 "This module version
+  # is not available"); the line then says BLOCKED and the .blocked file the exact error.
+  PEER_LABEL=volcano-topology build_peer volcano volcano.sh/volcano "$VOLCANO_TOPOLOGY_VERSION" \
     "cmd/scheduler:vc-scheduler cmd/controller-manager:vc-controller-manager" "" \
     "config/crd/volcano/bases/*.yaml config/crd/jobflow/bases/*.yaml installer/helm/chart/volcano/config/volcano-scheduler.conf"
 fi

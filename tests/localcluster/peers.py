@@ -34,8 +34,11 @@ zone, rack and hostname labels, the flavor naming it, and the pod-template annot
 ``kueue.x-k8s.io/podset-required-topology``); KAI's topology-aware scheduling (a ``kai.scheduler``
 ``Topology`` of the same labels, the Job's annotations ``kai.scheduler/topology`` and
 ``kai.scheduler/topology-required-placement``, and the PodGroup's ``topologyConstraint`` its
-podgrouper would write from them). Systems that cannot say it at the pinned version say
-why (``topology_unsupported``) and are not run.
+podgrouper would write from them); Volcano's network-topology-aware scheduling (a newer Volcano
+than the other scenarios', ``TOPOLOGY_BUILDS``: HyperNodes of the fleet, tier 1 a rack's nodes and
+tier 2 a zone's racks, the scheduler's ``network-topology-aware`` plugin, and the PodGroup's
+``networkTopology`` of mode ``hard`` with ``highestTierAllowed: 1``). Systems that cannot say it
+at the pinned version say why (``topology_unsupported``) and are not run.
 
 Binaries come from ``build-peers.sh`` (cache outside the repo, keyed by version).
 """
@@ -61,7 +64,7 @@ from shared.jsonread import JsonObject
 from tests import builders
 from tests.localcluster import procs
 from tests.localcluster.cluster import REPO, LocalCluster
-from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.fleet import FleetSpec, node_manifests
 from tests.localcluster.phalanx import Phalanx, PhalanxOptions
 
 BUILD_SCRIPT = Path(__file__).with_name("build-peers.sh")
@@ -71,6 +74,9 @@ PEER_NAMES = ("phalanx", "coscheduling", "kueue", "volcano", "kai", "native")
 # scheduler at all, the reference the others are measured against, not a peer.
 BUILT_IN = ("native", "floor")
 FLOOR = "floor"
+# The build a system runs the topology scenario with, where it is not the one of the other
+# scenarios (``build-peers.sh`` names both): Volcano says "one rack" from v1.12 on.
+TOPOLOGY_BUILDS = {"volcano": "volcano-topology"}
 # Every scheduler that binds pods talks to the apiserver at the same rate in every run.
 SCHEDULER_QPS = 100
 SCHEDULER_BURST = 200
@@ -104,7 +110,7 @@ def build_peers(
 def blocker(name: str) -> str:
     """The recorded reason a peer could not be built (empty when there is none)."""
     cache = Path(os.environ.get("PHALANX_CACHE", Path.home() / ".cache" / "phalanx")) / "bin" / "peers"
-    texts = [p.read_text().strip() for p in sorted(cache.glob(f"{name}*.blocked"))]
+    texts = [p.read_text().strip() for p in sorted(cache.glob(f"{name}-v*.blocked"))]
     return "\n".join(texts)
 
 
@@ -536,11 +542,12 @@ class KueueSystem(System):
 
 
 class VolcanoSystem(System):
+    """The topology scenario runs on the ``volcano-topology`` build (``TOPOLOGY_BUILDS``), whose
+    CRDs include ``topology.volcano.sh`` HyperNode and whose PodGroup has ``networkTopology``."""
+
     SCHEDULER_NAME = "volcano"
-    topology_unsupported: ClassVar[str | None] = (
-        "Volcano v1.10.0 has no networkTopology (PodGroup spec.networkTopology and HyperNodes are in "
-        "volcano.sh/apis v1.12)"
-    )
+    TOPOLOGY_PLUGIN = "network-topology-aware"
+    topology_unsupported: ClassVar[str | None] = None
 
     def up(self) -> None:
         assert self.bin_dir is not None
@@ -551,6 +558,9 @@ class VolcanoSystem(System):
         )
         self.cluster.kubectl("create", "namespace", "volcano-system", check=False)
         conf = manifests / "installer" / "helm" / "chart" / "volcano" / "config" / "volcano-scheduler.conf"
+        if self.topology is not None:
+            self.apply_objects(self.hypernodes(node_manifests(self.cluster.config.fleet), self.topology))
+            conf = self.topology_conf(conf)
         health = procs.free_port()
         kubeconfig = f"--kubeconfig={self.cluster.kubeconfig}"
         common = [kubeconfig, f"--kube-api-qps={SCHEDULER_QPS}", f"--kube-api-burst={SCHEDULER_BURST}"]
@@ -565,6 +575,10 @@ class VolcanoSystem(System):
                 "--enable-healthz=true",
                 f"--healthz-address=127.0.0.1:{health}",
                 f"--listen-address=127.0.0.1:{procs.free_port()}",
+                # The chart turns metrics on; v1.12's scheduler needs it (only then does it make
+                # the kube-scheduler metric its predicates use, and panics on the first gang).
+                # The other scenarios' v1.10.0 runs stay as they were measured.
+                *(["--enable-metrics=true"] if self.topology is not None else []),
                 f"--cache-dump-dir={self.dir}",
                 "--logtostderr",
                 "-v=1",
@@ -608,6 +622,53 @@ class VolcanoSystem(System):
                 "minResources": {"nvidia.com/gpu": str(size * gpus), "cpu": str(size), "memory": f"{size}Gi"},
             },
         }
+        return [group, body]
+
+    def topology_conf(self, stock: Path) -> Path:
+        """The chart's scheduler configuration with the ``network-topology-aware`` plugin beside
+        the node-scoring ones, as Volcano's network topology guide enables it."""
+        conf = yaml.safe_load(stock.read_text())
+        conf["tiers"][-1]["plugins"].append({"name": self.TOPOLOGY_PLUGIN})
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / "volcano-scheduler-topology.conf"
+        path.write_text(yaml.safe_dump(conf, sort_keys=False))
+        return path
+
+    @staticmethod
+    def hypernodes(nodes: list[JsonObject], key: str) -> list[JsonObject]:
+        """What a platform engineer writes for Volcano: a tier-1 HyperNode per domain of ``key``
+        (its nodes by name) and a tier-2 HyperNode per zone (its tier-1 HyperNodes by name)."""
+        domains: dict[str, list[str]] = {}
+        zones: dict[str, list[str]] = {}
+        for node in nodes:
+            labels = node["metadata"]["labels"]
+            domain = labels[key]
+            if domain not in domains:
+                zones.setdefault(labels["topology.kubernetes.io/zone"], []).append(domain)
+            domains.setdefault(domain, []).append(node["metadata"]["name"])
+
+        def hypernode(name: str, tier: int, kind: str, members: list[str]) -> JsonObject:
+            return {
+                "apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode",
+                "metadata": {"name": name},
+                "spec": {
+                    "tier": tier,
+                    "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
+                },
+            }
+
+        return [hypernode(d, 1, "Node", names) for d, names in domains.items()] + [
+            hypernode(z, 2, "HyperNode", racks) for z, racks in zones.items()
+        ]
+
+    def topology_gang(
+        self, namespace: str, name: str, size: int, gpus: int, run_for: str, key: str
+    ) -> list[JsonObject]:
+        """The PodGroup may not cross a tier-1 HyperNode (one domain of ``key``): hard mode waits
+        rather than spread."""
+        group, body = self.gang(namespace, name, size, gpus, run_for)
+        group["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1}
         return [group, body]
 
 

@@ -27,7 +27,7 @@ from tests.bench.peers import report
 from tests.bench.peers.runner import run_one
 from tests.bench.peers.scenarios import BUILDERS, scenario, trace_path
 from tests.localcluster.cluster import REPO
-from tests.localcluster.peers import BUILT_IN, PEER_NAMES, SYSTEMS, blocker, build_peers
+from tests.localcluster.peers import BUILT_IN, PEER_NAMES, SYSTEMS, TOPOLOGY_BUILDS, blocker, build_peers
 
 OUT = REPO / "out" / "bench" / "peers"
 # Phalanx settings worth seeing beside the default in one scenario (a default run includes them).
@@ -43,6 +43,7 @@ VERSIONS = {
     "coscheduling": "sigs.k8s.io/scheduler-plugins v0.34.7",
     "kueue": "sigs.k8s.io/kueue v0.15.0",
     "volcano": "volcano.sh/volcano v1.10.0",
+    "volcano-topology": "volcano.sh/volcano v1.12.2 (the topology scenario)",
     "kai": "github.com/NVIDIA/KAI-scheduler v0.12.0",
     "native": "kube-scheduler of the cluster (GenericWorkload + GangScheduling)",
     "floor": "kube-scheduler of the cluster, no gang scheduling (the reference)",
@@ -88,18 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     return print_report(names)
 
 
+def builds(systems: list[str], with_topology: list[bool]) -> tuple[str, ...]:
+    """The peer builds a run needs, given which of its scenarios ask for a topology. A peer that
+    cannot say a topology request is not built for the topology scenario alone; one that says it
+    with another build (TOPOLOGY_BUILDS) gets that build too, or only that one."""
+    peers = [s for s in systems if not s.startswith("phalanx") and s not in BUILT_IN]
+    wanted = [s for s in peers if not all(with_topology)] + [
+        TOPOLOGY_BUILDS.get(s, s) for s in peers if any(with_topology) and not SYSTEMS[s].topology_unsupported
+    ]
+    return tuple(dict.fromkeys(wanted))
+
+
 def run(systems: list[str], names: list[str], full: bool, variants: dict[str, list[str]]) -> None:
-    # A peer that cannot say a topology request is not built for the topology scenario alone.
-    topology_only = all(scenario(name, full).topology for name in names)
-    built = build_peers(
-        tuple(
-            s
-            for s in systems
-            if not s.startswith("phalanx")
-            and s not in BUILT_IN
-            and not (topology_only and SYSTEMS[s].topology_unsupported)
-        )
-    )
+    built = build_peers(builds(systems, [scenario(name, full).topology is not None for name in names]))
     if "trace" in names and trace_path() is None:
         print("trace scenario skipped: no trace slice (set PHALANX_PEERS_TRACE to a Philly-format CSV)")
         names = [n for n in names if n != "trace"]
@@ -130,11 +132,12 @@ def run(systems: list[str], names: list[str], full: bool, variants: dict[str, li
             if unsupported:
                 doc["not_run"][system] = unsupported
                 continue
-            if not system.startswith("phalanx") and system not in BUILT_IN and built.get(system) is None:
-                doc["not_run"][system] = blocker(system) or "not built"
+            build = TOPOLOGY_BUILDS.get(system, system) if sc.topology else system
+            if not system.startswith("phalanx") and system not in BUILT_IN and built.get(build) is None:
+                doc["not_run"][system] = blocker(build) or "not built"
                 continue
             try:
-                doc["systems"][system] = run_one(sc, system, built.get(system))
+                doc["systems"][system] = run_one(sc, system, built.get(build))
                 doc["systems"][system]["measured"] = {
                     "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                     "load_average_1_5_15": machine()["load_average_1_5_15"],

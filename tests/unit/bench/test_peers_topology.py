@@ -6,15 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.bench.peers.__main__ import builds
 from tests.bench.peers.scenarios import RACK, topology
 from tests.bench.peers.timeline import GangRecord, PodRecord, inside_one_domain
 from tests.localcluster.cluster import ClusterConfig, LocalCluster
-from tests.localcluster.fleet import FleetSpec
+from tests.localcluster.fleet import FleetSpec, node_manifests
 from tests.localcluster.peers import (
     SYSTEMS,
+    TOPOLOGY_BUILDS,
     KaiSystem,
     KueueSystem,
+    VolcanoSystem,
     kustomized_conversions,
     make_system,
     with_conversion_webhooks,
@@ -37,15 +41,64 @@ def test_every_gang_fits_one_rack_and_more_than_half_of_them_need_most_of_one(fu
     assert running > sc.fleet.total_gpus
 
 
-def test_phalanx_and_kueue_say_it_their_own_way_and_volcano_cannot_at_its_pinned_version() -> None:
+def test_phalanx_and_kueue_say_it_their_own_way() -> None:
     [phalanx] = system("phalanx").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
     assert phalanx["metadata"]["annotations"]["phalanx.io/topology-required"] == RACK
     [kueue] = system("kueue").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
     template = kueue["spec"]["template"]["metadata"]
     assert template["annotations"]["kueue.x-k8s.io/podset-required-topology"] == RACK
     assert kueue["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "bench"
-    assert "networkTopology" in str(SYSTEMS["volcano"].topology_unsupported)
     assert SYSTEMS["coscheduling"].topology_unsupported  # nothing written for it: not run, and said so
+
+
+def test_volcano_runs_the_topology_scenario_on_its_own_build_with_a_hard_tier_1_podgroup() -> None:
+    assert SYSTEMS["volcano"].topology_unsupported is None
+    assert TOPOLOGY_BUILDS["volcano"] == "volcano-topology"
+    group, body = system("volcano").topology_gang("bench", "g", 3, 4, "5s", RACK)  # type: ignore[attr-defined]
+    assert group["kind"] == "PodGroup" and body["kind"] == "Job"
+    assert group["spec"]["minMember"] == 3
+    # Hard: the gang waits rather than cross a tier-1 HyperNode (a rack).
+    assert group["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    template = body["spec"]["template"]
+    assert template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "g"
+    assert template["spec"]["schedulerName"] == "volcano"
+
+
+def test_volcano_hypernodes_are_the_fleets_racks_in_tier_1_and_its_zones_in_tier_2() -> None:
+    fleet = topology(True).fleet  # 32 nodes, 4 a rack, 4 racks a zone: 8 racks in 2 zones
+    hypernodes = VolcanoSystem.hypernodes(node_manifests(fleet), RACK)
+    assert {h["apiVersion"] for h in hypernodes} == {"topology.volcano.sh/v1alpha1"}
+    racks = [h for h in hypernodes if h["spec"]["tier"] == 1]
+    zones = [h for h in hypernodes if h["spec"]["tier"] == 2]
+    assert len(racks) == 8 and len(zones) == 2 and len(hypernodes) == 10
+    by_rack = {node["metadata"]["labels"][RACK]: node["metadata"]["name"] for node in node_manifests(fleet)}
+    for rack in racks:
+        members = rack["spec"]["members"]
+        assert len(members) == fleet.nodes_per_rack
+        assert {m["type"] for m in members} == {"Node"}
+        names = {m["selector"]["exactMatch"]["name"] for m in members}
+        assert by_rack[rack["metadata"]["name"]] in names
+        assert all(
+            node["metadata"]["labels"][RACK] == rack["metadata"]["name"]
+            for node in node_manifests(fleet)
+            if node["metadata"]["name"] in names
+        )
+    zone_members = [m["selector"]["exactMatch"]["name"] for z in zones for m in z["spec"]["members"]]
+    assert sorted(zone_members) == sorted(r["metadata"]["name"] for r in racks)
+    assert {m["type"] for z in zones for m in z["spec"]["members"]} == {"HyperNode"}
+
+
+def test_volcano_topology_conf_is_the_charts_plus_the_network_topology_aware_plugin(tmp_path: Path) -> None:
+    stock = tmp_path / "volcano-scheduler.conf"
+    stock.write_text(
+        'actions: "enqueue, allocate, backfill"\n'
+        "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n- plugins:\n  - name: predicates\n"
+    )
+    volcano = make_system("volcano", LocalCluster(ClusterConfig(workdir=tmp_path)), None)
+    conf = yaml.safe_load(volcano.topology_conf(stock).read_text())  # type: ignore[attr-defined]
+    assert conf["actions"] == "enqueue, allocate, backfill"
+    assert [p["name"] for p in conf["tiers"][0]["plugins"]] == ["priority", "gang"]
+    assert [p["name"] for p in conf["tiers"][1]["plugins"]] == ["predicates", "network-topology-aware"]
 
 
 def test_kueue_topology_names_the_fleets_levels_down_to_the_hostname_and_its_flavor_names_it() -> None:
@@ -190,3 +243,10 @@ def test_a_gang_moved_whole_stayed_inside_one_domain_but_one_member_moved_alone_
         "gangs_spread": 1,
         "inside_one_domain_pct": 50.0,
     }
+
+
+def test_the_topology_scenario_alone_builds_volcanos_topology_build_and_not_its_usual_one() -> None:
+    peers = ["phalanx", "coscheduling", "kueue", "volcano", "kai", "floor"]
+    assert builds(peers, [True]) == ("kueue", "volcano-topology", "kai")
+    assert builds(peers, [False, True]) == ("coscheduling", "kueue", "volcano", "kai", "volcano-topology")
+    assert builds(peers, [False]) == ("coscheduling", "kueue", "volcano", "kai")
