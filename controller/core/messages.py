@@ -895,6 +895,14 @@ def autoscaler_blind() -> str:
     )
 
 
+def provisioning_requests_not_served() -> str:
+    return (
+        "the controller would ask the cluster-autoscaler for this gang's nodes, but the API server "
+        "does not serve ProvisioningRequests (autoscaling.x-k8s.io/v1): install the "
+        "cluster-autoscaler's ProvisioningRequest CRD and run it with --enable-provisioning-requests"
+    )
+
+
 def awaiting_own_capacity() -> str:
     return (
         "waits for the nodes asked for it: its ProvisioningRequest is not answered yet, and nodes "

@@ -342,6 +342,8 @@ def _consuming(gang: Gang, decision: Decision | None) -> bool:
 
 # The CapacityRequested condition's reason of a gang waiting for capacity with requests off.
 REQUESTS_OFF = "ProvisioningRequestsOff"
+# ... and with requests on while the API server does not serve them (no autoscaler CRD).
+REQUESTS_NOT_SERVED = "ProvisioningRequestsNotServed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,11 +356,16 @@ class AutoscalerNote:
 
 
 def autoscaler_note(
-    decision: Decision | None, provisioning: GangProvisioning | None, enabled: bool
+    decision: Decision | None, provisioning: GangProvisioning | None, enabled: bool, served: bool = True
 ) -> AutoscalerNote | None:
-    """What a gang's PodGroup says about the cluster-autoscaler (None: nothing to say)."""
+    """What a gang's PodGroup says about the cluster-autoscaler (None: nothing to say);
+    ``served``: the API server serves ProvisioningRequests (the autoscaler's CRD is installed)."""
     if provisioning is not None:
         return AutoscalerNote(True, provisioning.phase.value, provisioning.message)
-    if enabled or not isinstance(decision, Wait) or decision.reason not in CAPACITY_WAITS:
+    if not isinstance(decision, Wait) or decision.reason not in CAPACITY_WAITS:
         return None
-    return AutoscalerNote(False, REQUESTS_OFF, msg.autoscaler_blind())
+    if not enabled:
+        return AutoscalerNote(False, REQUESTS_OFF, msg.autoscaler_blind())
+    if not served:
+        return AutoscalerNote(False, REQUESTS_NOT_SERVED, msg.provisioning_requests_not_served())
+    return None

@@ -259,7 +259,7 @@ class Reconciler:
                 )
                 continue
             state = provisioning.gangs.get(key) if provisioning is not None else None
-            note = autoscaler_note(decisions.get(key), state, enabled)
+            note = autoscaler_note(decisions.get(key), state, enabled, served=provisioning is not None)
             if note is not None:
                 notes[key] = note
         return notes

@@ -68,6 +68,18 @@ async def test_without_the_opt_in_a_gang_waiting_for_capacity_says_the_autoscale
     assert requests(h) == []
 
 
+async def test_with_requests_on_but_not_served_a_waiting_gang_says_what_to_install() -> None:
+    h = asking()
+    h.kube.fail("list", ApiError(404, "NotFound", "the server could not find the requested resource"),
+                rt=r.PROVISIONING_REQUESTS, times=1_000)  # fmt: skip
+    h.kube.seed(r.PODS, *gang(3, gpus=4))  # 12 GPUs on 8
+    await h.step()
+    said = condition(h.pg(), "CapacityRequested")
+    assert said["status"] == "False" and said["reason"] == "ProvisioningRequestsNotServed"
+    assert "--enable-provisioning-requests" in said["message"]
+    assert requests(h) == []
+
+
 async def test_a_waiting_gang_asks_once_and_starts_on_the_provisioned_nodes_consuming_the_request() -> None:
     h = asking()
     h.kube.seed(r.PODS, *gang(3, gpus=4))
