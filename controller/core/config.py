@@ -12,8 +12,25 @@ RACK_LABEL = "topology.kubernetes.io/rack"
 NVLINK_LABEL = "nvidia.com/gpu.clique"  # one NVLink domain (GPU Feature Discovery's label)
 HOSTNAME_LABEL = constants.HOSTNAME_LABEL
 DEFAULT_TOPOLOGY = "default"
-# The default topology's levels, widest first: labels no node carries are simply not used.
-DEFAULT_LEVELS = (ZONE_LABEL, BLOCK_LABEL, RACK_LABEL, NVLINK_LABEL, HOSTNAME_LABEL)
+# The network layers EKS labels nodes with (layer 1 widest), and GKE's reserved-capacity placement
+# labels (block, sub-block -- an NVL72 domain on A4X -- and physical host).
+AWS_LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3))
+GKE_BLOCK, GKE_SUBBLOCK, GKE_HOST = (
+    f"cloud.google.com/gce-topology-{part}" for part in ("block", "subblock", "host")
+)
+# The default topology's levels, widest first: labels no node carries are simply not used, so one
+# list serves EKS, GKE and clusters labelled the generic way.
+DEFAULT_LEVELS = (
+    ZONE_LABEL,
+    *AWS_LAYERS,
+    GKE_BLOCK,
+    GKE_SUBBLOCK,
+    BLOCK_LABEL,
+    RACK_LABEL,
+    NVLINK_LABEL,
+    GKE_HOST,
+    HOSTNAME_LABEL,
+)
 
 
 @dataclass(frozen=True, slots=True)

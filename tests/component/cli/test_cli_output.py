@@ -20,6 +20,7 @@ from controller.cli import audit, report
 from controller.cli.__main__ import EXIT_API, EXIT_FINDINGS, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
 from controller.cli.cluster import STATEFULSETS
 from controller.cli.connection import Access, Chosen, list_or_narrow
+from controller.core import DEFAULT_LEVELS
 from shared import constants as c
 from tests.component.cli.scenario import (
     dra_gang_short,
@@ -176,9 +177,9 @@ def test_output(
 SETTINGS_LINE = (
     "Planner settings from defaults (no Deployment phalanx-system/phalanx-controller): preemption true "
     "(default), preemption-min-runtime-seconds 0.0 (default), starvation-age-seconds unset (default), "
-    "default-schedule-timeout-seconds unset (default), topology-levels topology.kubernetes.io/zone,"
-    "topology.kubernetes.io/block,topology.kubernetes.io/rack,nvidia.com/gpu.clique,kubernetes.io/hostname "
-    "(default), topologies unset (default)\n"
+    "default-schedule-timeout-seconds unset (default), topology-levels "
+    + ",".join(DEFAULT_LEVELS)
+    + " (default), topologies unset (default)\n"
 )
 
 

@@ -9,6 +9,7 @@ from controller.api import resources as r
 from controller.api.resources import JOBS
 from controller.cli import audit, planner_settings, report, targets
 from controller.cli.cluster import STATEFULSETS, WORKLOAD_TYPES
+from controller.core import DEFAULT_LEVELS
 from controller.core.model import GangKey
 from shared import constants as c
 from tests import builders
@@ -145,8 +146,7 @@ def test_planner_settings_come_from_the_controller_deployment() -> None:
         "starvation-age-seconds": {"value": 120.0, "from": "args"},
         "default-schedule-timeout-seconds": {"value": 600.0, "from": "env"},
         "topology-levels": {
-            "value": "topology.kubernetes.io/zone,topology.kubernetes.io/block,topology.kubernetes.io/rack,"
-            "nvidia.com/gpu.clique,kubernetes.io/hostname",
+            "value": ",".join(DEFAULT_LEVELS),
             "from": "default",
         },
         "topologies": {"value": "gb200=nvidia.com/gpu.clique", "from": "args"},
