@@ -373,11 +373,11 @@ class Store:
         self._changed(None)
 
     def replace_podgroups(self, rt: ResourceType, items: list[JsonObject]) -> None:
+        # Every item read before anything changes: one that cannot be read leaves the store as it
+        # was (the informer then lists again without it).
+        listed = [records.podgroup_record(rt, raw) for raw in items]
         old = set(self.podgroups[rt])
-        self.podgroups[rt] = {}
-        for raw in items:
-            record = records.podgroup_record(rt, raw)
-            self.podgroups[rt][record.key] = record
+        self.podgroups[rt] = {record.key: record for record in listed}
         for key in old - set(self.podgroups[rt]):
             self._assumed.pop(key, None)
         for key in old | set(self.podgroups[rt]):
@@ -415,6 +415,8 @@ class Store:
         self.terminating_namespaces.discard(name)
 
     def replace_namespaces(self, items: list[JsonObject]) -> None:
+        for raw in items:  # every one readable before anything changes (see replace_podgroups)
+            records.namespace_record(raw)
         self.opted_in = set()
         self.terminating_namespaces = set()
         for raw in items:
@@ -469,8 +471,9 @@ class Store:
     def replace_native_podgroups(self, items: list[JsonObject]) -> None:
         self._sizes_changed()
         old = set(self.native_podgroups)
-        self.native_podgroups = {g.key: g for g in map(native.native_podgroup, items)}
+        groups = {g.key: g for g in map(native.native_podgroup, items)}
         claims = {(namespace_of(raw), name_of(raw)): dra_records.group_claims(raw) for raw in items}
+        self.native_podgroups = groups
         for key in set(self.group_claims) | set(claims):
             self._group_claims_of(key, claims.get(key, ()))
         for namespace, name in old | set(self.native_podgroups):

@@ -7,12 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from controller.api import records
 from controller.api import resources as r
+from controller.api.admission_record import AdmissionRecord
 from controller.api.informer import Informer
 from controller.api.store import Store, sinks_for
 from controller.core.model import GangKey
 from tests.component.controller.fake_kube import FakeKube
-from tests.component.controller.harness import NS, node, pod, until
+from tests.component.controller.harness import NS, node, pod, podgroup, until
 
 
 @pytest.fixture
@@ -218,3 +220,30 @@ async def test_an_object_no_reader_understands_is_skipped_and_the_rest_syncs_and
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_relist_with_an_unreadable_podgroup_still_forgets_the_ones_deleted_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kube = FakeKube()
+    kube.seed(r.PODGROUPS, podgroup("gone"), podgroup("kept"))
+    store = Store()
+    informer = Informer(kube, r.PODGROUPS, sinks_for(store, r.PODGROUP_TYPES)[str(r.PODGROUPS)])
+    await informer._list()
+    gone = GangKey(NS, "gone")
+    store.assume_admission(gone, AdmissionRecord(at=1.0, placement={"old-pod-uid": "node-0"}))
+    # While no watch runs: "gone" is deleted, and a PodGroup no reader understands appears.
+    kube.remove(r.PODGROUPS, NS, "gone")
+    kube.seed(r.PODGROUPS, podgroup("odd"))
+    real = records.podgroup_record
+
+    def picky(rt: r.ResourceType, raw: dict[str, object]) -> object:
+        if (raw.get("metadata") or {}).get("name") == "odd":  # type: ignore[union-attr]
+            raise ValueError("cannot read odd")
+        return real(rt, raw)
+
+    monkeypatch.setattr(records, "podgroup_record", picky)
+    await informer._list()
+    assert {key.name for key in store.podgroups[r.PODGROUPS]} == {"kept"}
+    # Re-created under the same name (a Job run again), it does not inherit the old admission.
+    assert store.assumed_admission(gone) is None
