@@ -588,15 +588,26 @@ class PlanningPass:
 
     def _place_asker(self, gang: Gang, demand: Demand, extra: Sequence[Pod]) -> dict[str, int] | None:
         """Place, except that a gang whose ProvisioningRequest is not answered yet does not take
-        nodes registered since it asked: they may have been made for another gang's request."""
-        if not gang.capacity_awaited:
+        nodes registered since it asked: they may have been made for another gang's request. A
+        booked gang may also use nodes held for a booked gang before it that registered since its
+        own request: they may be its own (the requests do not name nodes)."""
+        if gang.capacity_awaited:
+            hidden = self._registered_since(gang.capacity_since)
+            self.capacity.exclude(hidden)
+            try:
+                return self._try_place(demand, extra)
+            finally:
+                self.capacity.include(hidden)
+        since = gang.capacity_since
+        if not gang.capacity_booked or since is None or not self.bookings:
             return self._try_place(demand, extra)
-        hidden = self._registered_since(gang.capacity_since)
-        self.capacity.exclude(hidden)
+        created = self.state.nodes
+        shared = [i for _, held in self.bookings for i in held if created[i].created >= since]
+        self.capacity.include(shared)
         try:
             return self._try_place(demand, extra)
         finally:
-            self.capacity.include(hidden)
+            self.capacity.exclude(shared)  # still held for the gang before it, less what this one took
 
     def _registered_since(self, since: float | None) -> list[int]:
         """The visible nodes created at or after ``since`` (every visible node when unknown)."""
@@ -612,8 +623,14 @@ class PlanningPass:
         its members could use, for the rest of the pass: gangs planned after it cannot take them."""
         if gang.capacity_since is None:
             return wait  # which nodes were made for it is not known
-        masks = [shape.mask.flags for shape, _ in demand.items]
-        held = [i for i in self._registered_since(gang.capacity_since) if any(m[i] for m in masks)]
+        # Only nodes where some member fits now: a node too small for them is not theirs.
+        capacity = self.capacity
+        vecs = [(shape.mask.flags, shape.vec) for shape, _ in demand.items]
+        held = [
+            i
+            for i in self._registered_since(gang.capacity_since)
+            if any(flags[i] and capacity.fits(i, vec) > 0 for flags, vec in vecs)
+        ]
         if not held:
             return wait
         self.capacity.exclude(held)

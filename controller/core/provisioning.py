@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from controller.core import messages as msg
-from controller.core.model import CAPACITY_WAITS, Admit, Decision, Gang, GangKey, Pod, Reason, Wait
+from controller.core.model import CAPACITY_WAITS, Admit, Decision, Gang, GangKey, Pod, Preempt, Reason, Wait
 from controller.core.ordering import member_order
 from controller.core.shapes import member_kind
 from controller.core.state import is_live
@@ -209,6 +209,8 @@ def wants_capacity(gang: Gang, decision: Decision | None) -> bool:
 
 
 def _waits_a_while(decision: Decision | None) -> bool:
+    if isinstance(decision, Preempt):
+        return True  # its victims are being evicted: it starts once they are gone
     return isinstance(decision, Wait) and not decision.timed_out and decision.reason in _PASSING_WAITS
 
 

@@ -279,3 +279,42 @@ def test_a_gang_whose_members_are_all_gone_deletes_its_request_while_it_waits_fo
     empty = replace(g, members=())
     result = decide_provisioning([empty], waits(Reason.WAITING_FOR_MEMBERS), [provisioned], ON, NOW)
     assert result.delete == (provisioned,)
+
+
+def test_two_booked_gangs_a_node_registered_since_the_later_request_may_be_the_later_gangs() -> None:
+    first_asked, then_asked = NOW - 120, NOW - 60
+    # a is older (planned first), asked first, and needs two nodes of which none is there yet.
+    a = replace(gang(member(0), member(1)), capacity_booked=True, capacity_since=first_asked, created=1.0)
+    b_key = GangKey("team", "b")
+    b_pod = replace(member(5), uid="b-0", name="b-0")
+    b = Gang(b_key, 1, (b_pod,), capacity_booked=True, capacity_since=then_asked, created=2.0)
+    made_for_b = Node("new-b", {GPU: 8, "pods": 110}, created=then_asked + 10)
+    full = Node("old-full", {GPU: 8, "pods": 110}, created=first_asked - 3600)  # an empty cluster holds 2
+    busy = Pod("busy", "other", "busy", {GPU: 8, "pods": 1}, node_name="old-full", phase="Running")
+    result = plan(Snapshot((made_for_b, full), (*a.members, b_pod, busy), (a, b), NOW))
+    mine = result.for_gang(KEY)
+    assert isinstance(mine, Wait) and "new-b" in mine.message  # a does not fit: it holds new-b
+    theirs = result.for_gang(b_key)
+    assert isinstance(theirs, Admit) and set(theirs.booked.values()) == {"new-b"}
+
+
+def test_a_booked_gang_holds_only_new_nodes_its_members_fit_on() -> None:
+    asked = NOW - 60
+    booked = replace(gang(member(0), member(1)), capacity_booked=True, capacity_since=asked)
+    cpu_only = Node("new-cpu", {"cpu": 8000, "pods": 110}, created=asked + 5)
+    other_key = GangKey("team", "cpu-job")
+    cpu_pod = Pod("c-0", "team", "cpu-job-0", {"cpu": 1000, "pods": 1}, gated=True)
+    other = Gang(other_key, 1, (cpu_pod,))
+    result = plan(Snapshot((cpu_only,), (*booked.members, cpu_pod), (booked, other), NOW))
+    mine = result.for_gang(KEY)
+    assert isinstance(mine, Wait) and "new-cpu" not in mine.message
+    taken = result.for_gang(other_key)
+    assert isinstance(taken, Admit) and set(taken.booked.values()) == {"new-cpu"}
+
+
+def test_a_booked_gang_that_preempts_keeps_its_request() -> None:
+    g = gang()
+    provisioned = request(g, RequestCondition("Provisioned", True, "CapacityIsProvisioned", "", NOW - 5))
+    preempt = {KEY: Preempt(KEY, (), {}, "evicting")}
+    result = decide_provisioning([g], preempt, [provisioned], ON, NOW)
+    assert result.delete == () and result.gangs[KEY].request == provisioned.name
