@@ -134,6 +134,7 @@ class Provisioner:
         self.not_created: dict[GangKey, NotCreated] = {}
         # PodTemplates of deleted or half-made requests whose delete failed: deleted again each pass.
         self._leftover_templates: set[tuple[str, str]] = set()
+        self._verified: set[tuple[str, str]] = set()  # requests whose templates were seen to exist
         self._requests: dict[tuple[str, str], ProvisioningRequestState] = {}
         self._template_names: dict[tuple[str, str], list[str]] = {}
         self._listed_at: float | None = None
@@ -177,7 +178,30 @@ class Provisioner:
                 self._template_names[key] = [
                     str((s.get("podTemplateRef") or {}).get("name", "")) for s in pod_sets
                 ]
+        await self._drop_requests_without_templates()
         return self.requests
+
+    async def _drop_requests_without_templates(self) -> None:
+        """A request whose PodTemplates are gone gives the autoscaler nothing to provision: it is
+        deleted, and asked again next pass. Each request's templates are looked at once, the first
+        time it is listed (a cleanup that raced its creation is what leaves one so)."""
+        self._verified &= set(self._requests)
+        for key, request in list(self._requests.items()):
+            if key in self._verified:
+                continue
+            try:
+                for name in self._template_names.get(key, []):
+                    await self.kube.get(r.POD_TEMPLATES, request.namespace, name)
+            except ApiError as err:
+                if not err.not_found:
+                    continue  # looked at again next time
+                log.warning(
+                    "ProvisioningRequest without its PodTemplates, deleted to be asked again",
+                    extra={"gang": str(request.gang), "request": request.name},
+                )
+                await self._for_gang(request.gang, self._delete(request))
+                continue
+            self._verified.add(key)
 
     async def carry_out(
         self,
@@ -304,7 +328,7 @@ class Provisioner:
             )
             log.info("ProvisioningRequest created", extra={"gang": str(new.gang), "request": new.name})
         key = (namespace, new.name)
-        self._template_names[key] = made
+        self._template_names[key] = [f"{new.name}-{index}" for index in range(len(new.shapes))]
         self._requests[key] = ProvisioningRequestState(
             namespace, new.name, new.gang, new.class_name, new.signature, new.attempt, self.clock()
         )
@@ -312,8 +336,8 @@ class Provisioner:
     async def _create_request(
         self, new: NewRequest, labels: dict[str, str], owner: dict[str, Any], made: list[str]
     ) -> bool:
-        """Its PodTemplates (each name added to ``made`` once it exists), then the request; False
-        if the request existed already."""
+        """Its PodTemplates (each name added to ``made`` once this call created it), then the
+        request; False if the request existed already."""
         namespace = new.gang.namespace
         templates: list[dict[str, Any]] = []
         for index, shape in enumerate(new.shapes):
@@ -331,8 +355,8 @@ class Provisioner:
                 },
                 "template": pod_template_spec(pod),
             }
-            await self._create_once(r.POD_TEMPLATES, namespace, body)
-            made.append(name)
+            if await self._create_once(r.POD_TEMPLATES, namespace, body):
+                made.append(name)  # one that was there already may serve a request that exists
             templates.append({"podTemplateRef": {"name": name}, "count": shape.count})
         request = {
             "apiVersion": r.PROVISIONING_REQUESTS.api_version,

@@ -493,3 +493,18 @@ async def test_a_crash_between_templates_and_request_ends_with_one_request_and_n
     await restarted.step()
     await restarted.step()
     assert requests(restarted) == [] and templates(restarted) == []
+
+
+async def test_a_request_whose_templates_are_gone_is_asked_again_whole() -> None:
+    h = asking()
+    h.kube.seed(r.PODS, *two_shapes())
+    await h.step()
+    [request] = requests(h)
+    made = templates(h)
+    h.kube.remove(r.POD_TEMPLATES, NS, made[0])  # as a cleanup racing its creation would leave it
+    for _ in range(3):
+        h.clock.advance(3)
+        await h.step()
+    [again] = requests(h)
+    assert again["metadata"]["name"] == request["metadata"]["name"]
+    assert templates(h) == made == sorted(s["podTemplateRef"]["name"] for s in again["spec"]["podSets"])
