@@ -601,8 +601,8 @@ class PlanningPass:
         since = gang.capacity_since
         if not gang.capacity_booked or since is None or not self.bookings:
             return self._try_place(demand, extra)
-        created = self.state.nodes
-        shared = [i for _, held in self.bookings for i in held if created[i].created >= since]
+        nodes = self.state.nodes
+        shared = [i for _, held in self.bookings for i in held if nodes[i].created >= since]
         self.capacity.include(shared)
         try:
             return self._try_place(demand, extra)

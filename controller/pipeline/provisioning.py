@@ -101,6 +101,11 @@ def read_request(obj: Mapping[str, Any]) -> ProvisioningRequestState | None:
     )
 
 
+def template_name(request: str, index: int) -> str:
+    """The PodTemplate of a request's ``index``-th pod set."""
+    return f"{request}-{index}"
+
+
 def pod_template_spec(pod: Mapping[str, Any]) -> dict[str, Any]:
     """A member's own spec (its requests, selectors, tolerations, affinity) for a pod set."""
     spec = {k: v for k, v in (pod.get("spec") or {}).items() if k not in _POD_ONLY}
@@ -328,7 +333,7 @@ class Provisioner:
             )
             log.info("ProvisioningRequest created", extra={"gang": str(new.gang), "request": new.name})
         key = (namespace, new.name)
-        self._template_names[key] = [f"{new.name}-{index}" for index in range(len(new.shapes))]
+        self._template_names[key] = [template_name(new.name, index) for index in range(len(new.shapes))]
         self._requests[key] = ProvisioningRequestState(
             namespace, new.name, new.gang, new.class_name, new.signature, new.attempt, self.clock()
         )
@@ -342,7 +347,7 @@ class Provisioner:
         templates: list[dict[str, Any]] = []
         for index, shape in enumerate(new.shapes):
             pod = await self.kube.get(r.PODS, namespace, shape.example)
-            name = f"{new.name}-{index}"
+            name = template_name(new.name, index)
             self._leftover_templates.discard((namespace, name))  # in use again
             body = {
                 "apiVersion": "v1",

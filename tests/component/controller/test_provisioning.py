@@ -348,7 +348,7 @@ async def test_a_request_the_api_server_refuses_leaves_no_template_behind_and_is
     h.clock.advance(31)
     await h.step()
     [request] = requests(h)
-    assert templates(h) == sorted(s["podTemplateRef"]["name"] for s in request["spec"]["podSets"])
+    assert templates(h) == pod_set_templates(request)
     assert condition(h.pg(), "CapacityRequested")["reason"] == "Requested"
 
 
@@ -469,12 +469,21 @@ async def test_a_restarted_controller_adopts_the_request_it_finds_and_makes_no_s
     assert consumed == request["metadata"]["name"]
 
 
-async def test_a_crash_between_templates_and_request_ends_with_one_request_and_no_stray_template() -> None:
+async def asked_for_two_shapes() -> tuple[Harness, dict[str, Any], list[str]]:
+    """A gang of two shapes that asked: the harness, its request and the request's templates."""
     h = asking()
     h.kube.seed(r.PODS, *two_shapes())
     await h.step()
     [request] = requests(h)
-    made = templates(h)
+    return h, request, templates(h)
+
+
+def pod_set_templates(request: dict[str, Any]) -> list[str]:
+    return sorted(s["podTemplateRef"]["name"] for s in request["spec"]["podSets"])
+
+
+async def test_a_crash_between_templates_and_request_ends_with_one_request_and_no_stray_template() -> None:
+    h, request, made = await asked_for_two_shapes()
     # As if the controller had died after the templates: the request was never created.
     h.kube.remove(r.PROVISIONING_REQUESTS, NS, request["metadata"]["name"])
 
@@ -482,9 +491,7 @@ async def test_a_crash_between_templates_and_request_ends_with_one_request_and_n
     await restarted.step()
     [again] = requests(restarted)
     assert again["metadata"]["name"] == request["metadata"]["name"]
-    assert (
-        templates(restarted) == made == sorted(s["podTemplateRef"]["name"] for s in again["spec"]["podSets"])
-    )
+    assert templates(restarted) == made == pod_set_templates(again)
 
     # Once the gang is gone, so is everything it asked with.
     for member in ("g-0", "g-1", "g-2"):
@@ -496,15 +503,11 @@ async def test_a_crash_between_templates_and_request_ends_with_one_request_and_n
 
 
 async def test_a_request_whose_templates_are_gone_is_asked_again_whole() -> None:
-    h = asking()
-    h.kube.seed(r.PODS, *two_shapes())
-    await h.step()
-    [request] = requests(h)
-    made = templates(h)
+    h, request, made = await asked_for_two_shapes()
     h.kube.remove(r.POD_TEMPLATES, NS, made[0])  # as a cleanup racing its creation would leave it
     for _ in range(3):
         h.clock.advance(3)
         await h.step()
     [again] = requests(h)
     assert again["metadata"]["name"] == request["metadata"]["name"]
-    assert templates(h) == made == sorted(s["podTemplateRef"]["name"] for s in again["spec"]["podSets"])
+    assert templates(h) == made == pod_set_templates(again)
